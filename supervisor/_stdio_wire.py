@@ -1,0 +1,130 @@
+"""Cancellable stdio wire for MCP servers running under trio.
+
+The SDK's `mcp.server.stdio.stdio_server()` reads stdin in a worker thread that
+cannot be cancelled, so a process serving over it cannot stop while its peer is
+idle (DESIGN.md §7). `open_stdio_wire` replaces it with trio `FdStream`s over
+duplicates of fd 0 and fd 1, bridged to anyio memory streams of the shape
+`Server.run` expects.
+
+Concurrency: the context manager owns one nursery with two tasks, a reader
+(wire → `read` stream, one JSON-RPC message per line; unparseable lines are
+delivered as exception values) and a writer (`write` stream → wire). The reader
+closes its send side on EOF, which ends the server's read loop; the server closes
+the `write` stream when it is done, which lets the writer drain and finish. On
+exit the writer gets a bounded grace (`_DRAIN_GRACE_SEC`) to flush, then both
+tasks are cancelled. While the wire is open, fd 0 reads /dev/null and fd 1 points
+at stderr, so stray prints (ours or a child's) never corrupt the wire; both are
+restored on exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import mcp_types
+import trio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+__all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
+
+logger = logging.getLogger(__name__)
+
+ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
+WriteStream = MemoryObjectSendStream[SessionMessage]
+
+_DRAIN_GRACE_SEC = 5.0
+_READ_CHUNK_BYTES = 65536
+
+
+async def _pump_wire_to_stream(
+    wire: trio.lowlevel.FdStream, out: MemoryObjectSendStream[SessionMessage | Exception]
+) -> None:
+    """Split the wire into lines and deliver each as a parsed message (or its parse error)."""
+    buffer = b""
+    async with out:
+        while True:
+            try:
+                chunk = await wire.receive_some(_READ_CHUNK_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not chunk:
+                return  # EOF: closing `out` ends the server's read loop.
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                item: SessionMessage | Exception
+                try:
+                    item = SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+                except Exception as exc:  # a parse error travels to the server as a value
+                    item = exc
+                try:
+                    await out.send(item)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+
+
+async def _pump_stream_to_wire(
+    source: MemoryObjectReceiveStream[SessionMessage], wire: trio.lowlevel.FdStream, drained: trio.Event
+) -> None:
+    """Write each outgoing message as one JSON line; set `drained` when the source closes."""
+    try:
+        async with source:
+            async for message in source:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                try:
+                    await wire.send_all(data.encode())
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    logger.debug("stdio wire closed by peer; dropping outgoing messages")
+                    return
+    finally:
+        drained.set()
+
+
+@asynccontextmanager
+async def open_stdio_wire() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """Serve MCP frames over this process's stdin/stdout, cancellably.
+
+    Yields:
+        `(read, write)`: `read` yields each incoming `SessionMessage` (or the
+        exception raised parsing a malformed line); `write` accepts outgoing
+        messages. Pass both to `Server.run`, which closes them.
+    """
+    saved_stdin = os.dup(0)
+    saved_stdout = os.dup(1)
+    wire_in = trio.lowlevel.FdStream(os.dup(0))
+    wire_out = trio.lowlevel.FdStream(os.dup(1))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    drained = trio.Event()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send)
+            nursery.start_soon(_pump_stream_to_wire, write_recv, wire_out, drained)
+            try:
+                yield read_recv, write_send
+            finally:
+                # The server normally closed `write_send` already; closing is idempotent.
+                write_send.close()
+                read_recv.close()
+                with trio.CancelScope(shield=True), trio.move_on_after(_DRAIN_GRACE_SEC):
+                    await drained.wait()
+                nursery.cancel_scope.cancel(reason="stdio wire closed")
+    finally:
+        with trio.CancelScope(shield=True):
+            await wire_in.aclose()
+            await wire_out.aclose()
+        os.dup2(saved_stdin, 0)
+        os.dup2(saved_stdout, 1)
+        os.close(saved_stdin)
+        os.close(saved_stdout)

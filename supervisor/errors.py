@@ -1,0 +1,72 @@
+"""The supervisor's one exception hierarchy.
+
+Foreign exceptions (SDK, trio, OS, pydantic) are translated once, at the seam
+where they enter, with ``raise ... from exc``::
+
+    SupervisorError
+    ├── ConfigError                 bad settings file, key, value or variable (exit 2)
+    ├── UpstreamError               something about one upstream server went wrong
+    │   ├── UpstreamUnavailable     not connected: connecting, reconnecting or failed
+    │   ├── UpstreamTimeout         connect, list or call exceeded its bound
+    │   └── UpstreamProtocolError   the server answered with something unusable
+    ├── RegistryConflict            a public tool name is already owned by someone else
+    └── UnknownTool                 the host named a tool the registry does not hold
+"""
+
+from __future__ import annotations
+
+
+class SupervisorError(Exception):
+    """Root of every error the supervisor raises on purpose."""
+
+
+class ConfigError(SupervisorError):
+    """The configuration cannot be used; the message names the file, key and fix."""
+
+
+class UpstreamError(SupervisorError):
+    """A failure that belongs to one upstream server.
+
+    Attributes:
+        server: The configured server name.
+    """
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The server has no live generation to take the request."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The server did not answer within its configured bound."""
+
+
+class UpstreamProtocolError(UpstreamError):
+    """The server answered with something the supervisor cannot use."""
+
+
+class RegistryConflict(SupervisorError):
+    """A public tool name is already owned by another owner.
+
+    Attributes:
+        name: The contested public name.
+        owner: Who holds it.
+        claimant: Who tried to take it.
+    """
+
+    def __init__(self, name: str, owner: str, claimant: str) -> None:
+        super().__init__(f"tool name {name!r} is already owned by {owner!r}; {claimant!r} cannot register it")
+        self.name = name
+        self.owner = owner
+        self.claimant = claimant
+
+
+class UnknownTool(SupervisorError):
+    """The host asked for a tool that is not in the catalog."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown tool {name!r}: it is not in the supervisor's catalog (list tools again)")
+        self.name = name

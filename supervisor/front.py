@@ -1,0 +1,142 @@
+"""The Front: the one MCP server the host talks to.
+
+``tools/list`` answers from the Registry; ``tools/call`` routes by the Registry
+to the owning ServerActor's current generation, with the raw tool name. The
+Front never mutates the Registry.
+
+Change notices reach hosts of both protocol eras (DESIGN §7): 2026-era hosts
+hold a ``subscriptions/listen`` stream served by the SDK's ``ListenHandler``
+over an in-memory bus; handshake-era hosts get ``notifications/tools/list_changed``
+on their connection, whose session the Front captures when the host finishes
+its handshake. ``serve_change_notices`` coalesces bursts of Registry changes
+into one notice per short window.
+
+Shutdown: ``begin_shutdown`` makes new calls fail at once with a clear error;
+``wait_idle`` returns when the calls already running have finished. The owner
+bounds that wait with the configured grace, then cancels.
+
+Concurrency: the Front's tasks live in the caller's nursery (``serve_*`` run
+until cancelled). The in-flight counter and the captured sessions are only
+touched without ``await`` in between, so they need no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import mcp_types as types
+import trio
+from mcp import MCPError
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from supervisor._version import __version__
+from supervisor.errors import UpstreamError
+from supervisor.root import Supervisor
+
+logger = logging.getLogger(__name__)
+
+NOTICE_COALESCE_SEC: Final = 0.01
+"""Registry changes within this window reach the host as one notice."""
+SERVER_NAME: Final = "mcp-supervisor"
+
+
+class Front:
+    """Host-facing MCP server over the Supervisor's Registry."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        self._bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._bus)
+        self._legacy_sessions: list[ServerSession] = []
+        self._inflight = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self._shutting_down = False
+        self.server: Server[Any] = Server(
+            SERVER_NAME,
+            version=__version__,
+            instructions="Tools of several MCP servers, named mcp__<server>__<tool>.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+        )
+        self.server.middleware.append(self._capture_legacy_session)
+        self.init_options = self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    # -- handlers ---------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        # A host that lists right after starting us sees every server that has
+        # finished its first attempt, not a half-empty catalog.
+        with trio.move_on_after(self._supervisor.startup_bound_sec):
+            await self._supervisor.wait_first_attempts()
+        return types.ListToolsResult(tools=self._supervisor.registry.tools())
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if self._shutting_down:
+            return _error_result("mcp-supervisor is shutting down; the call was not started")
+        routed = self._supervisor.route(params.name)
+        if routed is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        tool, actor = routed
+        self._inflight += 1
+        self._idle = trio.Event() if self._inflight == 1 else self._idle
+        try:
+            return await actor.call_tool(tool.raw_name, params.arguments)
+        except UpstreamError as exc:
+            logger.warning("server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc)
+            return _error_result(str(exc))
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    async def _capture_legacy_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "notifications/initialized" and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            self._legacy_sessions.append(ctx.session)
+        return result
+
+    # -- change notices ---------------------------------------------------------------
+
+    async def serve_change_notices(self) -> None:
+        """Tell every host about Registry changes, coalesced, until cancelled."""
+        registry = self._supervisor.registry
+        seen = registry.version
+        while True:
+            while registry.version == seen:
+                await self._supervisor.catalog_changed.wait()
+            await trio.sleep(NOTICE_COALESCE_SEC)
+            seen = registry.version
+            await self._announce()
+
+    async def _announce(self) -> None:
+        logger.debug("catalog changed (%d tools); notifying hosts", len(self._supervisor.registry))
+        await self._bus.publish(ToolsListChanged())
+        for session in self._legacy_sessions:
+            await session.send_tool_list_changed()
+
+    # -- shutdown ---------------------------------------------------------------------
+
+    def begin_shutdown(self) -> None:
+        """Refuse new calls from now on and end the hosts' listen streams."""
+        self._shutting_down = True
+        self._listen.close()
+
+    async def wait_idle(self) -> None:
+        """Return when no call is in flight."""
+        await self._idle.wait()
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

@@ -1,0 +1,450 @@
+"""ServerActor: one supervised upstream server (DESIGN §2, invariants I1, I2, I3, I10, I12).
+
+The actor runs two tasks in the nursery it owns:
+
+* the **generation loop** connects (generation N = one transport + one
+  ``mcp.Client``), asks the mailbox for the generation's first sync and waits
+  for its outcome, serves until the transport is lost, then backs off
+  (``Backoff``) and starts generation N+1. ``startup_timeout_sec`` bounds
+  connect + first sync. After ``max_attempts`` consecutive failures it gives
+  up: it asks the mailbox to withdraw the server's tools and parks in
+  ``failed`` until the actor is restarted (config reload).
+* the **mailbox worker** is the only code that syncs or withdraws this
+  server's tools. Messages queued while it works coalesce into one pending
+  action (``refresh`` absorbs ``use``; one withdrawal absorbs another), and a
+  ``list_changed`` re-sync is debounced (quiet window, bounded maximum wait),
+  so at most one sync runs per server and a burst of notices costs a handful
+  of fetches (I1).
+
+A sync is fetch-then-swap. The fetch (all pages) never touches the Registry;
+a failed fetch leaves the previous generation registered (I2). The swap is one
+synchronous ``Registry.swap`` call, so the host never sees a mixture (I3).
+
+Producers never block on the mailbox: change notices arrive on the upstream
+client's receive loop, and blocking there could deadlock against the fetch
+the worker is waiting for. ``request_sync`` uses ``send_nowait``; if the
+bounded mailbox is full, the request is folded into an overflow flag that the
+worker reads on its next drain, so nothing is lost.
+
+Calls (``call_tool``) run in the caller's task against the current generation
+and never wait for a connection: while the server is not ready they fail fast
+with ``UpstreamUnavailable`` naming the state and attempt count (I10).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol, assert_never
+
+import mcp_types as types
+import trio
+from mcp.client.caching import CacheMode
+
+from supervisor.backoff import Backoff
+from supervisor.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from supervisor.registry import DuplicateToolName, Registry
+from supervisor.settings import ServerSettings
+from supervisor.status import ServerStatus
+from supervisor.upstream import Identity, open_upstream
+from supervisor.upstream_stdio import TransportHealth
+
+logger = logging.getLogger(__name__)
+
+SyncReason = Literal["initial", "reconnect", "list_changed", "unknown_tool", "config_reload"]
+
+MAILBOX_SIZE: Final = 16
+LIST_CHANGED_DEBOUNCE_SEC: Final = 0.05
+"""Quiet window that must pass after the last ``list_changed`` before the re-sync starts."""
+LIST_CHANGED_MAX_WAIT_SEC: Final = 0.25
+"""A continuous storm of notices still gets a re-sync this soon after the first one."""
+
+
+# -- the seam to the upstream --------------------------------------------------------
+
+
+class UpstreamSession(Protocol):
+    """What the actor needs of one connected generation (``upstream.Upstream`` in production)."""
+
+    health: TransportHealth
+
+    @property
+    def protocol_version(self) -> str: ...
+
+    @property
+    def identity(self) -> Identity: ...
+
+    async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]: ...
+
+    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult: ...
+
+
+class Connector(Protocol):
+    """Opens one generation; ``open_upstream`` in production, a fake in unit tests."""
+
+    def __call__(
+        self, settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+    ) -> AbstractAsyncContextManager[UpstreamSession]: ...
+
+
+# -- mailbox messages ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SyncOutcome:
+    """How one sync ended; replies travel as values."""
+
+    ok: bool
+    error: str | None = None
+    changed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """Fetch the server's tools and swap them in."""
+
+    mode: CacheMode
+    reason: SyncReason
+    reply: trio.MemorySendChannel[SyncOutcome] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Withdraw:
+    """Remove every tool of this server from the Registry."""
+
+    reason: str
+    reply: trio.MemorySendChannel[SyncOutcome] | None = None
+
+
+Message = SyncRequest | Withdraw
+
+
+@dataclass
+class _Pending:
+    """Everything queued behind the running action, coalesced."""
+
+    withdraw: Withdraw | None = None
+    mode: CacheMode | None = None
+    reason: SyncReason | None = None
+    replies: list[trio.MemorySendChannel[SyncOutcome]] = field(default_factory=list)
+
+    def add(self, message: Message) -> None:
+        match message:
+            case Withdraw(reply=reply):
+                self.withdraw = message
+                if reply is not None:
+                    self.replies.append(reply)
+            case SyncRequest(mode=mode, reason=reason, reply=reply):
+                # refresh absorbs use; the strongest reason names the merged sync.
+                if self.mode != "refresh":
+                    self.mode = mode
+                if self.reason is None or mode == "refresh":
+                    self.reason = reason
+                if reply is not None:
+                    self.replies.append(reply)
+            case _:
+                assert_never(message)
+
+    @property
+    def debounced(self) -> bool:
+        """Only pure change-notice re-syncs wait for the storm to settle; a waiter never does."""
+        return self.reason == "list_changed" and not self.replies and self.withdraw is None
+
+
+@dataclass(frozen=True, slots=True)
+class _GenerationEnd:
+    error: str
+    ready_at: float | None
+
+
+# -- the actor -------------------------------------------------------------------------
+
+
+class ServerActor:
+    """Supervises one configured server. Start with ``await nursery.start(actor.run)``."""
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        registry: Registry,
+        *,
+        connector: Connector | None = None,
+        rng: random.Random | None = None,
+        on_status: Callable[[ServerStatus], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self._registry = registry
+        self._connect: Connector = connector if connector is not None else _production_connector
+        self._backoff = Backoff(settings.reconnect, rng if rng is not None else random.Random())
+        self._on_status = on_status
+        self.status = ServerStatus(settings.name, max_attempts=settings.reconnect.max_attempts)
+        self._upstream: UpstreamSession | None = None
+        self._first_attempt_done = trio.Event()
+        self._mailbox_send, self._mailbox_recv = trio.open_memory_channel[Message](MAILBOX_SIZE)
+        self._overflow: _Pending | None = None
+        self.syncs_running = 0
+        """How many syncs are running right now (0 or 1; I1 tests watch it)."""
+        self.fetches = 0
+        """How many fetches the worker has started in total."""
+
+    # -- public surface ----------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve this server until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._serve_mailbox)
+            task_status.started()
+            await self._serve_generations()
+
+    def request_sync(self, mode: CacheMode, reason: SyncReason) -> None:
+        """Enqueue a sync without waiting (safe from any task, including upstream callbacks)."""
+        self._post(SyncRequest(mode, reason))
+
+    async def wait_first_attempt(self) -> None:
+        """Return once the first generation has connected and synced, or failed to."""
+        await self._first_attempt_done.wait()
+
+    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """Call ``raw_name`` on the current generation, bounded by ``tool_timeout_sec``.
+
+        Raises:
+            UpstreamUnavailable: The server is not ready (fails fast, never waits for a reconnect).
+            UpstreamTimeout: The call took longer than ``tool_timeout_sec``.
+            MCPError: The server answered with a JSON-RPC error (passed through unchanged).
+        """
+        upstream = self._upstream
+        if upstream is None or self.status.state != "ready":
+            raise UpstreamUnavailable(self.name, self._unavailable_message())
+        timeout = self.settings.tool_timeout_sec
+        try:
+            with trio.fail_after(timeout):
+                return await upstream.call_tool(raw_name, arguments)
+        except trio.TooSlowError as exc:
+            raise UpstreamTimeout(
+                self.name,
+                f"server {self.name!r}: tool {raw_name!r} did not answer within {timeout:g}s "
+                f"(tool_timeout_sec); the call was abandoned",
+            ) from exc
+
+    # -- generation loop ---------------------------------------------------------------
+
+    async def _serve_generations(self) -> None:
+        failures = 0
+        while True:
+            self.status.generation += 1
+            end = await self._run_generation(first=self.status.generation == 1)
+            self._first_attempt_done.set()
+            now = trio.current_time()
+            if end.ready_at is not None and now - end.ready_at >= self._backoff.stability_window_sec:
+                failures = 0  # it stayed up long enough: this is a new outage
+            failures += 1
+            self._set_status(state="reconnecting", attempt=failures, last_error=end.error)
+            logger.warning(
+                "server=%s generation=%d ended: %s (failure %d/%d)",
+                self.name, self.status.generation, end.error, failures, self.settings.reconnect.max_attempts,
+            )  # fmt: skip
+            if failures >= self.settings.reconnect.max_attempts:
+                await self._give_up(end.error)
+                return
+            await trio.sleep(self._backoff.delay_sec(failures))
+
+    async def _run_generation(self, *, first: bool) -> _GenerationEnd:
+        timeout = self.settings.startup_timeout_sec
+        ready_at: float | None = None
+        with trio.CancelScope(deadline=trio.current_time() + timeout) as startup:
+            try:
+                async with self._connect(self.settings, on_tools_changed=self._on_tools_changed) as upstream:
+                    self._upstream = upstream
+                    try:
+                        outcome = await self._sync_via_mailbox(
+                            SyncRequest("refresh" if first else "use", "initial" if first else "reconnect")
+                        )
+                        if not outcome.ok:
+                            return _GenerationEnd(outcome.error or "first sync failed", None)
+                        startup.deadline = math.inf
+                        ready_at = trio.current_time()
+                        self._set_status(
+                            state="ready",
+                            attempt=0,
+                            protocol_version=upstream.protocol_version,
+                            identity=str(upstream.identity),
+                        )
+                        self._first_attempt_done.set()
+                        logger.info(
+                            "server=%s generation=%d ready: %d tools (%s, %s)",
+                            self.name, self.status.generation, self.status.tool_count,
+                            upstream.identity, upstream.protocol_version,
+                        )  # fmt: skip
+                        await upstream.health.lost.wait()
+                        return _GenerationEnd(f"connection lost: {upstream.health.reason}", ready_at)
+                    finally:
+                        self._upstream = None
+            except UpstreamError as exc:
+                return _GenerationEnd(str(exc), ready_at)
+        return _GenerationEnd(
+            f"server {self.name!r} did not connect and list its tools within {timeout:g}s (startup_timeout_sec)",
+            ready_at,
+        )
+
+    async def _give_up(self, error: str) -> None:
+        await self._sync_via_mailbox(Withdraw(f"gave up: {error}"))
+        self._set_status(state="failed")
+        logger.error(
+            "server=%s gave up after %d consecutive failures; its tools are withdrawn. Last error: %s. "
+            "Fix the server or its settings and reload the configuration.",
+            self.name, self.status.attempt, error,
+        )  # fmt: skip
+        self._first_attempt_done.set()
+
+    async def _sync_via_mailbox(self, message: Message) -> SyncOutcome:
+        """Post ``message`` with a reply channel and wait for the worker's answer."""
+        reply_send, reply_recv = trio.open_memory_channel[SyncOutcome](1)
+        match message:
+            case SyncRequest():
+                self._post(SyncRequest(message.mode, message.reason, reply_send))
+            case Withdraw():
+                self._post(Withdraw(message.reason, reply_send))
+            case _:
+                assert_never(message)
+        async with reply_recv:
+            return await reply_recv.receive()
+
+    def _post(self, message: Message) -> None:
+        try:
+            self._mailbox_send.send_nowait(message)
+        except trio.WouldBlock:
+            if self._overflow is None:
+                self._overflow = _Pending()
+            self._overflow.add(message)
+
+    def _on_tools_changed(self) -> None:
+        logger.debug("server=%s announced tools/list_changed", self.name)
+        self.request_sync("refresh", "list_changed")
+
+    # -- mailbox worker ----------------------------------------------------------------
+
+    async def _serve_mailbox(self) -> None:
+        async with self._mailbox_recv:
+            async for message in self._mailbox_recv:
+                pending = _Pending()
+                pending.add(message)
+                self._drain_into(pending)
+                if pending.debounced:
+                    await self._debounce(pending)
+                await self._execute(pending)
+
+    def _drain_into(self, pending: _Pending) -> None:
+        while True:
+            try:
+                pending.add(self._mailbox_recv.receive_nowait())
+            except trio.WouldBlock:
+                break
+        if self._overflow is not None:
+            overflow, self._overflow = self._overflow, None
+            if overflow.withdraw is not None:
+                pending.add(Withdraw(overflow.withdraw.reason))
+            if overflow.mode is not None and overflow.reason is not None:
+                pending.add(SyncRequest(overflow.mode, overflow.reason))
+            pending.replies.extend(overflow.replies)
+
+    async def _debounce(self, pending: _Pending) -> None:
+        """Wait for a quiet window after the last notice, but no longer than the maximum wait."""
+        give_up_at = trio.current_time() + LIST_CHANGED_MAX_WAIT_SEC
+        while pending.debounced:
+            quiet_until = min(trio.current_time() + LIST_CHANGED_DEBOUNCE_SEC, give_up_at)
+            with trio.move_on_at(quiet_until):
+                pending.add(await self._mailbox_recv.receive())
+                self._drain_into(pending)
+                continue
+            return
+
+    async def _execute(self, pending: _Pending) -> None:
+        if pending.withdraw is not None:
+            if self._registry.withdraw(self.name):
+                logger.info("server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason)
+            self._set_status(tool_count=0)
+        outcome = SyncOutcome(ok=True)
+        if pending.mode is not None and pending.reason is not None:
+            outcome = await self._sync(pending.mode, pending.reason)
+        for reply in pending.replies:
+            # A waiter that gave up (its generation ended) has closed its end: nothing to tell.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
+                reply.send_nowait(outcome)
+
+    async def _sync(self, mode: CacheMode, reason: SyncReason) -> SyncOutcome:
+        upstream = self._upstream
+        if upstream is None:
+            return SyncOutcome(ok=False, error=f"server {self.name!r} is not connected")
+        self.syncs_running += 1
+        self.fetches += 1
+        timeout = self.settings.startup_timeout_sec
+        try:
+            with trio.fail_after(timeout):
+                listing = await upstream.list_all_tools(mode)
+        except UpstreamError as exc:
+            return self._sync_failed(reason, str(exc))
+        except trio.TooSlowError:
+            return self._sync_failed(reason, f"tools/list did not answer within {timeout:g}s (startup_timeout_sec)")
+        finally:
+            self.syncs_running -= 1
+        return self._swap(reason, [tool for tool in listing if self.settings.tool_allowed(tool.name)])
+
+    def _swap(self, reason: SyncReason, listing: Sequence[types.Tool]) -> SyncOutcome:
+        """Swap the fetched generation in (synchronous: atomic for every reader)."""
+        try:
+            result = self._registry.swap(self.name, listing)
+        except DuplicateToolName as exc:
+            return self._sync_failed(reason, f"{exc}; the listing was rejected")
+        self._set_status(
+            tool_count=len(self._registry.owned_by(self.name)),
+            last_sync_at=trio.current_time(),
+            last_sync_reason=reason,
+            syncs=self.status.syncs + 1,
+            conflicts=[f"{c.name} (owned by {c.owner})" for c in result.conflicts],
+        )
+        if result.conflicts:
+            kept = "kept its previous tools" if self.status.tool_count else "registered no tools"
+            for conflict in result.conflicts:
+                logger.error("server=%s sync=%s conflict: %s; the server %s", self.name, reason, conflict, kept)
+            return SyncOutcome(ok=True, error=f"name conflict; {kept}", changed=False)
+        logger.debug("server=%s sync=%s swapped %d tools", self.name, reason, len(listing))
+        return SyncOutcome(ok=True, changed=result.changed)
+
+    def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
+        logger.warning("server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error)
+        self._set_status(last_error=error)
+        return SyncOutcome(ok=False, error=error)
+
+    # -- status --------------------------------------------------------------------------
+
+    def _set_status(self, **changes: Any) -> None:
+        for key, value in changes.items():
+            setattr(self.status, key, value)
+        if self._on_status is not None:
+            self._on_status(self.status)
+
+    def _unavailable_message(self) -> str:
+        status = self.status
+        if status.state == "failed":
+            return (
+                f"server {self.name!r} failed after {status.attempt} attempts ({status.last_error}); "
+                "fix it and reload the configuration"
+            )
+        if status.state == "reconnecting":
+            return (
+                f"server {self.name!r} is reconnecting (attempt {status.attempt}/{status.max_attempts}); "
+                "try again shortly"
+            )
+        return f"server {self.name!r} is {status.state}; try again shortly"
+
+
+def _production_connector(
+    settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+) -> AbstractAsyncContextManager[UpstreamSession]:
+    return open_upstream(settings, on_tools_changed=on_tools_changed)

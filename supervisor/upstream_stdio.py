@@ -1,0 +1,292 @@
+"""Stdio transport for one upstream generation: a child in its own process group.
+
+``open_stdio_transport`` spawns the configured command with
+``start_new_session=True`` and yields the ``(read, write)`` stream pair an
+``mcp.Client`` drives. It differs from the SDK's ``stdio_client`` on purpose
+(DESIGN §7, "Process death and orphans"):
+
+* Death is detected by watching the process (``proc.wait()``), not only stdout
+  EOF, so a grandchild that inherited the pipes cannot hide a dead server.
+  On death the read side is closed at once (in-flight requests fail in
+  milliseconds) and ``TransportHealth.lost`` is set for the ServerActor.
+* Every exit path signals the whole process group: close stdin, a short grace,
+  SIGTERM to the group, a bounded grace, SIGKILL to the group. The cleanup is
+  shielded and bounded, so neither a cancelled caller nor a wedged child can
+  leak or hang it (I11). The context manager returns only once the leader is
+  reaped (or after the kill escalation ran out, which is logged as an error),
+  so a new generation never overlaps the previous child.
+* Stdout lines that are not JSON-RPC are dropped with a rate-limited warning
+  instead of reaching the session; stderr is relayed into the log prefixed
+  with the server name, rate-limited, so a flooding child cannot flood us.
+* The child's environment is minimal: PATH, HOME, locale, proxy and CA-bundle
+  variables, plus the configured ``env``. Nothing else leaks from the sidecar.
+
+Nursery: the transport owns one nursery for its pump tasks (stdout, stdin,
+stderr, process watcher); all of them end when the context exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Final
+
+import anyio
+import mcp_types as types
+import trio
+from mcp.client._transport import TransportStreams
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from supervisor.settings import ServerSettings
+
+logger = logging.getLogger(__name__)
+
+STDIN_EOF_GRACE_SEC: Final = 0.5
+"""How long a live server gets to exit by itself after its stdin closes."""
+TERM_GRACE_SEC: Final = 2.0
+"""How long the group gets between SIGTERM and SIGKILL."""
+KILL_REAP_SEC: Final = 2.0
+"""How long to wait for the kernel to deliver a SIGKILL before giving up loudly."""
+_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+"""A stdout line longer than this is garbage, not a message; the transport is declared lost."""
+_STDERR_LINES_PER_SEC: Final = 50
+_GARBAGE_WARNINGS_PER_SEC: Final = 5
+
+_INHERITED_ENV: Final = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+        "PIP_CERT", "PIP_INDEX_URL", "NPM_CONFIG_REGISTRY", "npm_config_cache",
+    }
+)  # fmt: skip
+
+
+def child_environment(configured: Mapping[str, str], parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a stdio child gets: the safe inherited subset plus ``configured``."""
+    source = os.environ if parent is None else parent
+    env = {
+        key: value
+        for key, value in source.items()
+        if (key in _INHERITED_ENV or key.startswith("LC_")) and not value.startswith("()")
+    }
+    env.update(configured)
+    return env
+
+
+@dataclass
+class TransportHealth:
+    """How one generation's transport is doing, as seen by its ServerActor."""
+
+    lost: trio.Event = field(default_factory=trio.Event)
+    reason: str = ""
+
+    def mark_lost(self, reason: str) -> None:
+        """Record the first reason the transport died and wake the watcher."""
+        if not self.lost.is_set():
+            self.reason = reason
+            self.lost.set()
+
+
+class _RateLimiter:
+    """At most ``per_sec`` events per one-second window; counts what it suppressed."""
+
+    def __init__(self, per_sec: int) -> None:
+        self._per_sec = per_sec
+        self._window_start = -math.inf
+        self._count = 0
+        self.suppressed = 0
+
+    def allow(self) -> bool:
+        now = trio.current_time()
+        if now - self._window_start >= 1.0:
+            self._window_start = now
+            self._count = 0
+        self._count += 1
+        if self._count <= self._per_sec:
+            return True
+        self.suppressed += 1
+        return False
+
+    def take_suppressed(self) -> int:
+        suppressed, self.suppressed = self.suppressed, 0
+        return suppressed
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Send ``sig`` to the process group; return False when the group is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        # The group id was reused by someone we may not signal: ours is gone.
+        return False
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in the process group.
+
+    Zombies count as gone: an orphaned grandchild is reparented to PID 1, and
+    where PID 1 does not reap (containers), its zombie would otherwise look
+    alive forever. Without ``/proc`` this falls back to ``killpg(pgid, 0)``.
+    """
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return _signal_group(pgid, signal.Signals(0))
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+async def _wait_group_gone(pgid: int, within_sec: float) -> bool:
+    """Poll until no live process is left in the group, for at most ``within_sec``."""
+    with trio.move_on_after(within_sec):
+        # Polling is the only way: the kernel offers no wake-up for "a process group emptied".
+        while group_alive(pgid):  # noqa: ASYNC110
+            await trio.sleep(0.02)
+        return True
+    return False
+
+
+async def _terminate_group(server: str, proc: trio.Process) -> None:
+    """Close stdin, grace, SIGTERM the group, grace, SIGKILL the group; reap the leader.
+
+    Callers shield this; every wait here is bounded.
+    """
+    pgid = proc.pid
+    if proc.stdin is not None:
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await proc.stdin.aclose()
+    if proc.poll() is None:
+        with trio.move_on_after(STDIN_EOF_GRACE_SEC):
+            await proc.wait()
+    # Even when the leader is gone, grandchildren may live on in its group.
+    if _signal_group(pgid, signal.SIGTERM) and not await _wait_group_gone(pgid, TERM_GRACE_SEC):
+        logger.warning("server=%s pgid=%d ignored SIGTERM; sending SIGKILL", server, pgid)
+        _signal_group(pgid, signal.SIGKILL)
+        await _wait_group_gone(pgid, KILL_REAP_SEC)
+    with trio.move_on_after(KILL_REAP_SEC) as reap_scope:
+        await proc.wait()
+    if reap_scope.cancelled_caught:
+        logger.error("server=%s pid=%d survived SIGKILL; abandoning it", server, proc.pid)
+
+
+@asynccontextmanager
+async def open_stdio_transport(
+    settings: ServerSettings, health: TransportHealth, *, parent_env: Mapping[str, str] | None = None
+) -> AsyncIterator[TransportStreams]:
+    """Spawn ``settings.command`` and yield the stream pair an ``mcp.Client`` drives.
+
+    Raises:
+        OSError: The command could not be started (not found, not executable, bad cwd).
+    """
+    assert settings.command is not None, "a stdio transport needs a command"
+    name = settings.name
+    proc = await trio.lowlevel.open_process(
+        [settings.command, *settings.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=settings.cwd,
+        env=child_environment(settings.env, parent_env),
+        start_new_session=True,
+    )
+    logger.debug("server=%s pid=%d started", name, proc.pid)
+    # Unbuffered in both directions: the session applies its own backpressure.
+    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump_stdout() -> None:
+        assert proc.stdout is not None
+        garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
+        buffer = b""
+        async with to_session:
+            async for chunk in proc.stdout:
+                buffer += chunk
+                if len(buffer) > _MAX_LINE_BYTES:
+                    health.mark_lost(f"stdout line longer than {_MAX_LINE_BYTES} bytes")
+                    return
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValidationError:
+                        if garbage.allow():
+                            logger.warning("server=%s sent a non-JSON-RPC line on stdout: %.200r", name, line)
+                        continue
+                    try:
+                        await to_session.send(SessionMessage(message))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+        health.mark_lost("stdout closed")
+
+    async def pump_stdin() -> None:
+        assert proc.stdin is not None
+        async with from_session:
+            try:
+                async for session_message in from_session:
+                    data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await proc.stdin.send_all(data.encode() + b"\n")
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                health.mark_lost("stdin closed")
+
+    async def pump_stderr() -> None:
+        assert proc.stderr is not None
+        limiter = _RateLimiter(_STDERR_LINES_PER_SEC)
+        buffer = b""
+        async for chunk in proc.stderr:
+            *lines, buffer = (buffer + chunk).split(b"\n")
+            buffer = buffer[-8192:]
+            for line in lines:
+                if limiter.allow():
+                    if suppressed := limiter.take_suppressed():
+                        logger.warning("server=%s: %d stderr lines suppressed", name, suppressed)
+                    logger.info("[%s] %s", name, line.decode(errors="replace").rstrip())
+
+    async def watch_process() -> None:
+        code = await proc.wait()
+        health.mark_lost(f"process exited with code {code}")
+        # Wake the session now even if a grandchild keeps the stdout pipe open.
+        to_session.close()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pump_stdout)
+            nursery.start_soon(pump_stdin)
+            nursery.start_soon(pump_stderr)
+            nursery.start_soon(watch_process)
+            try:
+                yield read_stream, write_stream
+            finally:
+                with trio.CancelScope(shield=True):
+                    await _terminate_group(name, proc)
+                nursery.cancel_scope.cancel()
+    finally:
+        for stream in (read_stream, write_stream, to_session, from_session):
+            stream.close()
+        if proc.poll() is None:
+            # Only reachable if the nursery itself failed before the cleanup above ran.
+            with trio.CancelScope(shield=True):
+                await _terminate_group(name, proc)

@@ -1,0 +1,395 @@
+"""Tests for supervisor.settings: layering, interpolation, validation messages, masking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from supervisor.errors import ConfigError
+from supervisor.settings import (
+    ServerSettings,
+    Settings,
+    default_config_path,
+    describe_settings,
+    load_settings,
+)
+
+FULL = """
+[supervisor]
+principal = "alice"
+log_level = "warning"
+
+[supervisor.front]
+token = "${FRONT_TOKEN:-front-secret-default}"
+
+[defaults]
+startup_timeout_sec = 11
+tool_timeout_sec = 22
+[defaults.reconnect]
+max_attempts = 4
+initial_delay_ms = 100
+max_delay_ms = 2000
+
+[mcp_servers.files]
+command = "npx"
+args = ["-y", "server-filesystem", "/tmp"]
+cwd = "."
+enabled_tools = ["read_*", "list_*"]
+disabled_tools = ["read_secret"]
+[mcp_servers.files.env]
+API_KEY = "env-secret-value"
+
+[mcp_servers.search]
+url = "https://user:url-password@search.internal/mcp"
+bearer_token_env_var = "SEARCH_TOKEN"
+tool_timeout_sec = 5
+http_headers = { "X-Api-Key" = "header-secret-value" }
+[mcp_servers.search.reconnect]
+catalog_reuse_ttl_ms = 0
+max_attempts = 9
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "settings.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load_text(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> Settings:
+    return load_settings(write(tmp_path, text), environ={} if environ is None else environ)
+
+
+def config_error(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, text, environ)
+    message = str(info.value)
+    assert "settings.toml" in message  # every message names the file
+    return message
+
+
+def server(command: str = "run", **fields: object) -> ServerSettings:
+    return ServerSettings.model_validate({"name": "s", "command": command, **fields})
+
+
+# --- loading and layering -------------------------------------------------
+
+
+def test_an_empty_file_gives_the_documented_defaults(tmp_path: Path) -> None:
+    settings = load_text(tmp_path, "")
+    assert settings.supervisor.principal == "local"
+    assert settings.supervisor.log_level == "info"
+    assert settings.supervisor.front.transport == "stdio"
+    assert settings.supervisor.shutdown_grace_sec == 5.0
+    assert settings.mcp_servers == {}
+    assert settings.source_path == tmp_path / "settings.toml"
+
+
+def test_defaults_are_inherited_by_every_server_and_a_server_table_overrides_them(tmp_path: Path) -> None:
+    settings = load_text(tmp_path, FULL)
+    files, search = settings.mcp_servers["files"], settings.mcp_servers["search"]
+    assert (files.startup_timeout_sec, files.tool_timeout_sec) == (11, 22)
+    assert (search.startup_timeout_sec, search.tool_timeout_sec) == (11, 5)
+    assert files.reconnect.max_attempts == 4
+    assert files.name == "files"
+
+
+def test_a_server_reconnect_table_overrides_defaults_key_by_key(tmp_path: Path) -> None:
+    reconnect = load_text(tmp_path, FULL).mcp_servers["search"].reconnect
+    assert reconnect.catalog_reuse_ttl_ms == 0
+    assert reconnect.max_attempts == 9
+    assert reconnect.initial_delay_ms == 100  # from [defaults.reconnect]
+    assert reconnect.max_delay_ms == 2000  # from [defaults.reconnect]
+    assert reconnect.jitter == 0.2  # built-in default
+
+
+def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
+    environ = {
+        "MCP_SUPERVISOR_SUPERVISOR__LOG_LEVEL": "debug",
+        "MCP_SUPERVISOR_MCP_SERVERS__FILES__RECONNECT__MAX_ATTEMPTS": "7",
+        "MCP_SUPERVISOR_DEFAULTS__TOOL_TIMEOUT_SEC": "33",
+    }
+    settings = load_text(tmp_path, FULL, environ)
+    assert settings.supervisor.log_level == "debug"
+    assert settings.supervisor.principal == "alice"
+    assert settings.mcp_servers["files"].reconnect.max_attempts == 7
+    assert settings.mcp_servers["files"].reconnect.initial_delay_ms == 100
+    assert settings.mcp_servers["files"].tool_timeout_sec == 33
+
+
+def test_a_bad_environment_override_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
+    message = config_error(tmp_path, FULL, {"MCP_SUPERVISOR_SUPERVISOR__FRONT__PORT": "abc"})
+    assert "supervisor.front.port" in message
+    assert "valid integer" in message
+
+
+def test_default_config_path_prefers_the_environment_variable() -> None:
+    assert default_config_path({"MCP_SUPERVISOR_CONFIG": "/etc/sup.toml"}) == Path("/etc/sup.toml")
+    assert default_config_path({}) == Path("settings.toml")
+
+
+def test_load_settings_without_a_path_uses_the_config_variable(tmp_path: Path) -> None:
+    path = write(tmp_path, '[supervisor]\nprincipal = "bob"\n', "other.toml")
+    settings = load_settings(environ={"MCP_SUPERVISOR_CONFIG": str(path)})
+    assert settings.supervisor.principal == "bob"
+
+
+# --- interpolation --------------------------------------------------------
+
+
+def test_variables_are_expanded_with_defaults_and_double_dollar_is_literal(tmp_path: Path) -> None:
+    text = """
+[mcp_servers.files]
+command = "${TOOL_BIN}/server"
+args = ["--root", "${ROOT:-/srv}", "cost=$$5", "$HOME stays"]
+env = { TOKEN = "${TOKEN}" }
+[mcp_servers.search]
+url = "https://${HOST}/mcp"
+http_headers = { "X-Team" = "${TEAM:-agents}" }
+"""
+    settings = load_text(tmp_path, text, {"TOOL_BIN": "/opt/bin", "TOKEN": "t0k", "HOST": "h.example"})
+    files, search = settings.mcp_servers["files"], settings.mcp_servers["search"]
+    assert files.command == "/opt/bin/server"
+    assert files.args == ["--root", "/srv", "cost=$5", "$HOME stays"]
+    assert files.env == {"TOKEN": "t0k"}
+    assert search.url == "https://h.example/mcp"
+    assert search.http_headers == {"X-Team": "agents"}
+
+
+def test_the_front_token_is_interpolated(tmp_path: Path) -> None:
+    settings = load_text(tmp_path, FULL, {"FRONT_TOKEN": "from-env"})
+    token = settings.supervisor.front.token
+    assert token is not None
+    assert token.get_secret_value() == "from-env"
+
+
+def test_an_unset_variable_without_default_names_the_variable_and_key_path(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.search]\nurl = "https://${SEARCH_HOST}/mcp"\n')
+    assert "SEARCH_HOST" in message
+    assert "mcp_servers.search.url" in message
+    assert "set it" in message
+
+
+def test_an_unset_variable_in_args_names_the_list_index(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\ncommand = "x"\nargs = ["a", "${NOPE}"]\n')
+    assert "mcp_servers.files.args[1]" in message
+    assert "NOPE" in message
+
+
+# --- errors ---------------------------------------------------------------
+
+
+def test_a_missing_file_names_the_file_and_how_to_point_at_another(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(tmp_path / "absent.toml", environ={})
+    message = str(info.value)
+    assert "absent.toml" in message
+    assert "--config" in message
+    assert "MCP_SUPERVISOR_CONFIG" in message
+
+
+def test_invalid_toml_reports_line_and_column(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[supervisor]\nprincipal = "x"\n[mcp_servers.files\n')
+    assert "invalid TOML" in message
+    assert "line 3" in message
+    assert "column" in message
+
+
+def test_unknown_key_in_server_table_names_the_key_path_and_allowed_keys(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\ncommand = "x"\ncomand = "y"\n')
+    assert "unknown key 'comand' in [mcp_servers.files]" in message
+    assert "command, args, env" in message
+
+
+def test_unknown_key_in_nested_reconnect_table_names_its_section(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\ncommand = "x"\n[mcp_servers.files.reconnect]\ndelay = 1\n')
+    assert "unknown key 'delay' in [mcp_servers.files.reconnect]" in message
+    assert "initial_delay_ms" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "section"),
+    [
+        ("bogus = 1\n", "the top level"),
+        ('[supervisor]\nlevel = "x"\n', "[supervisor]"),
+        ("[supervisor.front]\ntls = true\n", "[supervisor.front]"),
+        ("[defaults]\nretries = 1\n", "[defaults]"),
+    ],
+)
+def test_unknown_keys_are_errors_in_every_section(tmp_path: Path, text: str, section: str) -> None:
+    message = config_error(tmp_path, text)
+    assert f"in {section}" in message
+    assert "use one of:" in message
+
+
+def test_a_name_key_inside_a_server_table_is_rejected(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\ncommand = "x"\nname = "other"\n')
+    assert "unknown key 'name'" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("bad name", "1 to 32 characters"), ("a__b", "'__'"), ("trailing_", "end with '_'"), ("x" * 33, "1 to 32")],
+)
+def test_a_bad_server_name_says_why(tmp_path: Path, name: str, why: str) -> None:
+    message = config_error(tmp_path, f'[mcp_servers."{name}"]\ncommand = "x"\n')
+    assert repr(name) in message
+    assert why in message
+    assert "rename" in message
+
+
+def test_a_server_with_neither_command_nor_url_is_named(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\nargs = ["x"]\n')
+    assert "'files'" in message
+    assert "neither 'command'" in message
+    assert "set exactly one" in message
+
+
+def test_a_server_with_both_command_and_url_is_named(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\ncommand = "x"\nurl = "http://h/mcp"\n')
+    assert "'files'" in message
+    assert "both 'command' and 'url'" in message
+
+
+def test_stdio_only_keys_on_an_http_server_are_rejected(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.web]\nurl = "http://h/mcp"\ncwd = "/tmp"\n')
+    assert "'cwd' only applies to stdio" in message
+
+
+def test_http_only_keys_on_a_stdio_server_are_rejected(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\ncommand = "x"\nbearer_token_env_var = "T"\n')
+    assert "'bearer_token_env_var' only applies to http" in message
+
+
+def test_a_negative_delay_names_the_key_path(tmp_path: Path) -> None:
+    text = '[mcp_servers.files]\ncommand = "x"\n[mcp_servers.files.reconnect]\ninitial_delay_ms = -1\n'
+    message = config_error(tmp_path, text)
+    assert "mcp_servers.files.reconnect.initial_delay_ms" in message
+    assert "greater than or equal to 0" in message
+
+
+def test_an_initial_delay_above_the_ceiling_says_which_to_fix(tmp_path: Path) -> None:
+    text = '[mcp_servers.files]\ncommand = "x"\nreconnect = { initial_delay_ms = 5000, max_delay_ms = 100 }\n'
+    message = config_error(tmp_path, text)
+    assert "mcp_servers.files.reconnect" in message
+    assert "lower initial_delay_ms or raise max_delay_ms" in message
+
+
+@pytest.mark.parametrize("value", ["2.5", '"3"', "true"])
+def test_a_non_integer_max_attempts_is_rejected(tmp_path: Path, value: str) -> None:
+    message = config_error(tmp_path, f"[defaults.reconnect]\nmax_attempts = {value}\n")
+    assert "defaults.reconnect.max_attempts" in message
+    assert "valid integer" in message
+
+
+def test_a_bad_inherited_default_is_reported_once_at_its_own_path(tmp_path: Path) -> None:
+    text = '[defaults]\ntool_timeout_sec = 0\n[mcp_servers.a]\ncommand = "x"\n[mcp_servers.b]\ncommand = "y"\n'
+    message = config_error(tmp_path, text)
+    assert "defaults.tool_timeout_sec" in message
+    assert "mcp_servers" not in message
+
+
+def test_wrong_types_are_listed_one_per_line(tmp_path: Path) -> None:
+    text = '[mcp_servers.files]\ncommand = "x"\nenabled = "yes"\nargs = "a b"\n'
+    message = config_error(tmp_path, text)
+    assert "2 problems" in message
+    assert "\n  mcp_servers.files.enabled: Input should be a valid boolean" in message
+    assert "\n  mcp_servers.files.args: Input should be a valid list" in message
+
+
+def test_the_http_front_is_rejected_until_it_exists(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[supervisor.front]\ntransport = "http"\n')
+    assert "supervisor.front.transport" in message
+    assert "not available yet" in message
+    assert '"stdio"' in message
+
+
+def test_a_secret_with_a_wrong_type_is_not_echoed(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[mcp_servers.files]\ncommand = "x"\nenv = { K = ["s3cr3t"] }\n')
+    assert "mcp_servers.files.env.K" in message
+    assert "s3cr3t" not in message
+
+
+# --- secrets --------------------------------------------------------------
+
+SECRETS = ("env-secret-value", "header-secret-value", "url-password", "front-secret-default", "bearer-value")
+
+
+def test_describe_settings_masks_every_secret_and_shows_resolved_values(tmp_path: Path) -> None:
+    text = describe_settings(load_text(tmp_path, FULL, {"SEARCH_TOKEN": "bearer-value"}))
+    for secret in SECRETS:
+        assert secret not in text
+    assert "settings.toml" in text
+    assert "principal = alice" in text
+    assert "[mcp_servers.files]" in text
+    assert "command = npx -y server-filesystem /tmp" in text
+    assert "env = API_KEY=***" in text
+    assert "url = https://***@search.internal/mcp" in text
+    assert "bearer_token_env_var = SEARCH_TOKEN" in text
+    assert "http_headers = X-Api-Key=***" in text
+    assert "tool_timeout_sec = 5" in text
+    assert "catalog_reuse_ttl_ms 0" in text
+    assert "enabled_tools = read_*, list_*" in text
+    assert "disabled_tools = read_secret" in text
+
+
+def test_repr_of_settings_masks_every_secret(tmp_path: Path) -> None:
+    settings = load_text(tmp_path, FULL)
+    for text in (repr(settings), str(settings), repr(settings.mcp_servers["search"])):
+        for secret in SECRETS:
+            assert secret not in text
+
+
+def test_bearer_token_is_read_from_the_environment_at_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    web = ServerSettings.model_validate({"name": "web", "url": "http://h/mcp", "bearer_token_env_var": "WEB_TOKEN"})
+    monkeypatch.delenv("WEB_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match=r"'web'.*WEB_TOKEN"):
+        web.bearer_token()
+    monkeypatch.setenv("WEB_TOKEN", "abc")
+    assert web.bearer_token() == "abc"
+    assert server().bearer_token() is None
+
+
+# --- target and tool filters ---------------------------------------------
+
+
+def test_target_is_stable_for_equal_settings() -> None:
+    assert server(args=["a"], env={"K": "v"}).target == server(args=["a"], env={"K": "v"}).target
+    assert server(enabled=False, tool_timeout_sec=1).target == server().target
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [{"command": "other"}, {"args": ["b"]}, {"env": {"K": "w"}}, {"cwd": "/elsewhere"}],
+)
+def test_target_changes_when_the_stdio_launch_changes(changed: dict[str, object]) -> None:
+    base: dict[str, object] = {"name": "s", "command": "run", "args": ["a"], "env": {"K": "v"}}
+    before = ServerSettings.model_validate(base).target
+    assert ServerSettings.model_validate({**base, **changed}).target != before
+
+
+def test_http_target_changes_with_url_and_headers_and_hides_userinfo() -> None:
+    def web(url: str, headers: dict[str, str] | None = None) -> str:
+        return ServerSettings.model_validate({"name": "w", "url": url, "http_headers": headers or {}}).target
+
+    assert web("https://u:pw@h/mcp") == web("https://u:pw@h/mcp")
+    assert web("https://h/mcp") != web("https://h/other")
+    assert web("https://h/mcp", {"A": "1"}) != web("https://h/mcp", {"A": "2"})
+    assert "pw" not in web("https://u:pw@h/mcp")
+    assert web("https://u:pw@h/mcp").startswith("https://h/mcp")
+
+
+def test_tool_allowed_applies_the_allow_list_then_the_deny_list() -> None:
+    filtered = server(enabled_tools=["read_*", "list_*"], disabled_tools=["read_secret"])
+    assert filtered.tool_allowed("read_file")
+    assert filtered.tool_allowed("list_dir")
+    assert not filtered.tool_allowed("write_file")
+    assert not filtered.tool_allowed("read_secret")
+    assert not filtered.tool_allowed("READ_file")  # case-sensitive globs
+
+
+def test_tool_allowed_without_an_allow_list_admits_everything_not_denied() -> None:
+    assert server().tool_allowed("anything")
+    assert not server(disabled_tools=["*_admin"]).tool_allowed("drop_admin")
+    assert not server(enabled_tools=[]).tool_allowed("anything")
