@@ -43,6 +43,12 @@ logger = logging.getLogger(__name__)
 
 NOTICE_COALESCE_SEC: Final = 0.01
 """Registry changes within this window reach the host as one notice."""
+FIRST_LIST_WAIT_SEC: Final = 3.0
+"""How long a ``tools/list`` waits for servers still on their first attempt.
+
+Hosts that list once at start-up and ignore change notices then still see
+every server that starts promptly; a hanging server delays the answer by at
+most this much, once (I12), and its tools follow with a change notice."""
 SERVER_NAME: Final = "mcp-supervisor"
 
 
@@ -76,7 +82,7 @@ class Front:
     ) -> types.ListToolsResult:
         # A host that lists right after starting us sees every server that has
         # finished its first attempt, not a half-empty catalog.
-        with trio.move_on_after(self._supervisor.startup_bound_sec):
+        with trio.move_on_after(min(self._supervisor.startup_bound_sec, FIRST_LIST_WAIT_SEC)):
             await self._supervisor.wait_first_attempts()
         return types.ListToolsResult(tools=self._supervisor.registry.tools())
 
