@@ -441,6 +441,9 @@ class ServerActor:
                 f"server {self.name!r} is reconnecting (attempt {status.attempt}/{status.max_attempts}); "
                 "try again shortly"
             )
+        if status.state == "ready":
+            # "ready" but no upstream: the generation was lost and is still being torn down.
+            return f"server {self.name!r} lost its connection and is reconnecting; try again shortly"
         return f"server {self.name!r} is {status.state}; try again shortly"
 
 

@@ -1,0 +1,166 @@
+"""An in-process fake upstream behind the ``ServerActor`` connector seam (unit tests only).
+
+``FakeServer`` plays one upstream server across all of its generations. A test
+scripts it (connect outcomes, the tool list, slow or failing fetches) and then
+watches what the actor did (connect and fetch times on the virtual clock, fetch
+modes, peak fetch concurrency, calls). Nothing here spawns processes or does I/O;
+end-to-end behaviour is tested against real servers elsewhere.
+
+Concurrency: the fake owns no tasks and no nursery. Every wait in it is an
+``Event`` the test controls (``fetch_gate``, ``connect_gate``) or a virtual-clock
+sleep; a generation's in-flight fetches are cancelled when its session closes,
+the way a real client fails requests on a closed transport.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import mcp_types as types
+import trio
+from mcp.client.caching import CacheMode
+
+from supervisor.errors import UpstreamUnavailable
+from supervisor.settings import ServerSettings
+from supervisor.upstream import Identity
+from supervisor.upstream_stdio import TransportHealth
+
+ConnectOutcome = Literal["ok", "fail", "hang"]
+
+
+def tool(name: str, description: str | None = None) -> types.Tool:
+    """A minimal upstream tool definition."""
+    return types.Tool(name=name, description=description, input_schema={"type": "object"})
+
+
+@dataclass(eq=False)
+class FakeSession:
+    """One connected generation of a ``FakeServer`` (satisfies ``UpstreamSession``)."""
+
+    server: FakeServer
+    generation: int
+    health: TransportHealth = field(default_factory=TransportHealth)
+    closed: bool = False
+    _inflight: set[trio.CancelScope] = field(default_factory=set)
+
+    @property
+    def protocol_version(self) -> str:
+        return "2025-06-18"
+
+    @property
+    def identity(self) -> Identity:
+        return Identity("fake", "1.0")
+
+    async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]:
+        return await self.server._fetch(self, cache_mode)
+
+    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        if self.closed:
+            raise UpstreamUnavailable(self.server.name, "fake: session closed")
+        self.server.calls.append((raw_name, arguments))
+        await trio.lowlevel.checkpoint()
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"{raw_name} ok")])
+
+    def close(self) -> None:
+        self.closed = True
+        for scope in self._inflight:
+            scope.cancel("fake session closed")
+
+
+class FakeServer:
+    """A scriptable upstream server.
+
+    Attributes:
+        tools: What a fetch returns (read when the fetch starts).
+        connect_script: Outcomes for the next connect attempts, consumed in order;
+            once empty, ``connect_default`` applies.
+        fetch_gate: When set to an unset Event, fetches block until it is set.
+        fetch_delay_sec: Virtual time each fetch takes (after the gate).
+        fetch_error: When set, fetches raise it (after the gate and the delay).
+        close_delay_sec: Virtual time a generation takes to tear down (a child
+            process given its grace period, say).
+    """
+
+    def __init__(self, tools: list[types.Tool] | None = None, *, name: str = "srv") -> None:
+        self.name = name
+        self.tools: list[types.Tool] = list(tools or [])
+        self.connect_script: list[ConnectOutcome] = []
+        self.connect_default: ConnectOutcome = "ok"
+        self.fetch_gate: trio.Event | None = None
+        self.fetch_delay_sec = 0.0
+        self.fetch_error: Exception | None = None
+        self.close_delay_sec = 0.0
+        self.session: FakeSession | None = None
+        self.on_tools_changed: Callable[[], None] | None = None
+        self.connect_times: list[float] = []
+        self.fetch_times: list[float] = []
+        self.fetch_modes: list[CacheMode] = []
+        self.fetches_running = 0
+        self.max_concurrent_fetches = 0
+        self.calls: list[tuple[str, dict[str, Any] | None]] = []
+
+    # -- what the test drives --------------------------------------------------------
+
+    def notify_tools_changed(self) -> None:
+        """Deliver one ``tools/list_changed`` notice to the actor, as the client would."""
+        assert self.on_tools_changed is not None, "no generation has connected yet"
+        self.on_tools_changed()
+
+    def drop(self, reason: str = "fake: killed") -> None:
+        """End the current generation (the transport died)."""
+        assert self.session is not None, "no live generation to drop"
+        self.session.health.mark_lost(reason)
+
+    # -- the connector seam ------------------------------------------------------------
+
+    @asynccontextmanager
+    async def connect(
+        self, settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+    ) -> AsyncIterator[FakeSession]:
+        self.connect_times.append(trio.current_time())
+        outcome = self.connect_script.pop(0) if self.connect_script else self.connect_default
+        if outcome == "hang":
+            await trio.sleep_forever()
+        await trio.lowlevel.checkpoint()
+        if outcome == "fail":
+            raise UpstreamUnavailable(settings.name, f"fake: server {settings.name!r} refused the connection")
+        session = FakeSession(self, generation=len(self.connect_times))
+        self.session = session
+        self.on_tools_changed = on_tools_changed
+        try:
+            yield session
+        finally:
+            session.close()
+            if self.session is session:
+                self.session = None
+            with trio.CancelScope(shield=True):
+                await trio.sleep(self.close_delay_sec)
+
+    async def _fetch(self, session: FakeSession, cache_mode: CacheMode) -> list[types.Tool]:
+        if session.closed:
+            raise UpstreamUnavailable(self.name, "fake: session closed")
+        self.fetch_times.append(trio.current_time())
+        self.fetch_modes.append(cache_mode)
+        # The server answers with the list as it stood when the request arrived; a slow
+        # transport delivers that (possibly stale) answer later.
+        listing = list(self.tools)
+        self.fetches_running += 1
+        self.max_concurrent_fetches = max(self.max_concurrent_fetches, self.fetches_running)
+        try:
+            with trio.CancelScope() as scope:
+                session._inflight.add(scope)
+                try:
+                    if self.fetch_gate is not None:
+                        await self.fetch_gate.wait()
+                    await trio.sleep(self.fetch_delay_sec)
+                    if self.fetch_error is not None:
+                        raise self.fetch_error
+                    return listing
+                finally:
+                    session._inflight.discard(scope)
+            raise UpstreamUnavailable(self.name, "fake: connection closed during tools/list")
+        finally:
+            self.fetches_running -= 1
