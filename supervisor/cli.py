@@ -185,6 +185,7 @@ async def _tools(settings: Settings, as_json: bool) -> int:
             await supervisor.wait_first_attempts()
         tools = supervisor.registry.tools()
         statuses = [dataclasses.replace(status) for status in supervisor.statuses()]
+        caches = {status.name: supervisor.cache.describe(status.name) for status in statuses}
         nursery.cancel_scope.cancel()
     if as_json:
         print(
@@ -192,7 +193,13 @@ async def _tools(settings: Settings, as_json: bool) -> int:
                 {
                     "tools": [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools],
                     "servers": [
-                        {"name": s.name, "state": s.state, "tools": s.tool_count, "last_error": s.last_error}
+                        {
+                            "name": s.name,
+                            "state": s.state,
+                            "tools": s.tool_count,
+                            "last_error": s.last_error,
+                            "catalog_cache": caches[s.name],
+                        }
                         for s in statuses
                     ],
                 },
@@ -202,6 +209,8 @@ async def _tools(settings: Settings, as_json: bool) -> int:
     else:
         for status in statuses:
             print(f"# {status.name}: {status.describe()}")
+            if status.state != "disabled":
+                print(f"#   catalog cache: {json.dumps(caches[status.name])}")
         for tool in tools:
             summary = (tool.description or "").strip().splitlines()
             print(f"{tool.name}\t{summary[0] if summary else ''}")

@@ -12,11 +12,12 @@ its handshake. ``serve_change_notices`` coalesces bursts of Registry changes
 into one notice per short window.
 
 Shutdown: ``begin_shutdown`` makes new calls fail at once with a clear error;
-``wait_idle`` returns when the calls already running have finished. The owner
+``wait_idle`` returns when the calls already running have been answered (the
+owner reports each message written to the host through ``note_sent``). The owner
 bounds that wait with the configured grace, then cancels.
 
 Concurrency: the Front's tasks live in the caller's nursery (``serve_*`` run
-until cancelled). The in-flight counter and the captured sessions are only
+until cancelled). The unanswered-call set and the captured sessions are only
 touched without ``await`` in between, so they need no lock.
 """
 
@@ -32,11 +33,13 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor._version import __version__
 from supervisor.errors import UpstreamError
+from supervisor.resources import ResourceRouter
 from supervisor.root import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -60,7 +63,9 @@ class Front:
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
         self._legacy_sessions: list[ServerSession] = []
-        self._inflight = 0
+        self._resources = ResourceRouter(supervisor)
+        self._unanswered: set[types.RequestId] = set()
+        """Ids of host calls whose answer has not been written to the host yet."""
         self._idle = trio.Event()
         self._idle.set()
         self._shutting_down = False
@@ -71,6 +76,8 @@ class Front:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
         )
         self.server.middleware.append(self._capture_legacy_session)
         self.init_options = self.server.create_initialization_options(NotificationOptions(tools_changed=True))
@@ -82,9 +89,24 @@ class Front:
     ) -> types.ListToolsResult:
         # A host that lists right after starting us sees every server that has
         # finished its first attempt, not a half-empty catalog.
+        await self._wait_for_first_attempts()
+        return types.ListToolsResult(tools=self._supervisor.registry.tools())
+
+    async def _wait_for_first_attempts(self) -> None:
+        """Wait, at most ``FIRST_LIST_WAIT_SEC``, for servers still on their first attempt."""
         with trio.move_on_after(min(self._supervisor.startup_bound_sec, FIRST_LIST_WAIT_SEC)):
             await self._supervisor.wait_first_attempts()
-        return types.ListToolsResult(tools=self._supervisor.registry.tools())
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        await self._wait_for_first_attempts()
+        return types.ListResourcesResult(resources=await self._resources.list_resources())
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await self._resources.read_resource(str(params.uri))
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -93,19 +115,37 @@ class Front:
             return _error_result("mcp-supervisor is shutting down; the call was not started")
         routed = self._supervisor.route(params.name)
         if routed is None:
+            # Right after start a host may call before every server has listed its
+            # tools; like tools/list, wait (bounded) for the first attempts first.
+            await self._wait_for_first_attempts()
+            routed = self._supervisor.route(params.name)
+        if routed is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         tool, actor = routed
-        self._inflight += 1
-        self._idle = trio.Event() if self._inflight == 1 else self._idle
+        call_id = ctx.request_id
+        if call_id is not None:
+            self._unanswered.add(call_id)
+            self._idle = trio.Event() if len(self._unanswered) == 1 else self._idle
         try:
             return await actor.call_tool(tool.raw_name, params.arguments)
         except UpstreamError as exc:
             logger.warning("server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc)
             return _error_result(str(exc))
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+        except trio.Cancelled:
+            # Cancelled (host cancel or shutdown): whatever answer follows, the call is over.
+            if call_id is not None:
+                self._settle(call_id)
+            raise
+
+    def note_sent(self, message: SessionMessage) -> None:
+        """Record a message written to the host; an answer settles its call (see ``wait_idle``)."""
+        if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError) and message.message.id is not None:
+            self._settle(message.message.id)
+
+    def _settle(self, call_id: types.RequestId) -> None:
+        self._unanswered.discard(call_id)
+        if not self._unanswered:
+            self._idle.set()
 
     async def _capture_legacy_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
@@ -140,7 +180,12 @@ class Front:
         self._listen.close()
 
     async def wait_idle(self) -> None:
-        """Return when no call is in flight."""
+        """Return when every call has been answered: its result handed to the host's wire.
+
+        Counting until the answer is written (not until the handler returns)
+        matters at shutdown: the SDK writes the answer after the handler
+        returns, so cancelling the connection then could still lose it.
+        """
         await self._idle.wait()
 
 

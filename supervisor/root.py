@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import trio
 
+from supervisor.cache import CatalogCache
 from supervisor.registry import RegisteredTool, Registry
 from supervisor.server_actor import Connector, ServerActor
 from supervisor.settings import Settings
@@ -55,11 +56,14 @@ class Supervisor:
         self.settings = settings
         self.catalog_changed = ChangeSignal()
         self.registry = Registry(on_change=self.catalog_changed.notify)
+        self.cache = CatalogCache(principal=settings.supervisor.principal)
         self.actors: dict[str, ServerActor] = {}
         self.disabled: dict[str, ServerStatus] = {}
         for name, server in settings.mcp_servers.items():
             if server.enabled:
-                self.actors[name] = ServerActor(server, self.registry, connector=connector, on_status=on_status)
+                self.actors[name] = ServerActor(
+                    server, self.registry, connector=connector, cache=self.cache, on_status=on_status
+                )
             else:
                 self.disabled[name] = ServerStatus(name, state="disabled")
 

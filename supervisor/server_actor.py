@@ -37,19 +37,22 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, assert_never
 
 import mcp_types as types
 import trio
+from mcp import MCPError
 from mcp.client.caching import CacheMode
+from mcp_types import INVALID_PARAMS
 
 from supervisor.backoff import Backoff
+from supervisor.cache import CatalogCache
 from supervisor.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from supervisor.registry import DuplicateToolName, Registry
-from supervisor.settings import ServerSettings
+from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.status import ServerStatus
 from supervisor.upstream import Identity, open_upstream
 from supervisor.upstream_stdio import TransportHealth
@@ -59,10 +62,10 @@ logger = logging.getLogger(__name__)
 SyncReason = Literal["initial", "reconnect", "list_changed", "unknown_tool", "config_reload"]
 
 MAILBOX_SIZE: Final = 16
-LIST_CHANGED_DEBOUNCE_SEC: Final = 0.05
-"""Quiet window that must pass after the last ``list_changed`` before the re-sync starts."""
-LIST_CHANGED_MAX_WAIT_SEC: Final = 0.25
-"""A continuous storm of notices still gets a re-sync this soon after the first one."""
+LIST_CHANGED_DEBOUNCE_SEC: Final = DEFAULT_LIST_CHANGED_DEBOUNCE_MS / 1000
+"""The default quiet window (``list_changed_debounce_ms``) after the last ``list_changed``."""
+LIST_CHANGED_MAX_WAIT_SEC: Final = DEFAULT_LIST_CHANGED_MAX_WAIT_MS / 1000
+"""The default bound (``list_changed_max_wait_ms``) on how long a storm can postpone its re-sync."""
 
 
 # -- the seam to the upstream --------------------------------------------------------
@@ -80,6 +83,13 @@ class UpstreamSession(Protocol):
     def identity(self) -> Identity: ...
 
     async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]: ...
+
+    @property
+    def has_resources(self) -> bool: ...
+
+    async def list_all_resources(self) -> list[types.Resource]: ...
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
     async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult: ...
 
@@ -174,13 +184,16 @@ class ServerActor:
         registry: Registry,
         *,
         connector: Connector | None = None,
+        cache: CatalogCache | None = None,
         rng: random.Random | None = None,
         on_status: Callable[[ServerStatus], None] | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.name
         self._registry = registry
-        self._connect: Connector = connector if connector is not None else _production_connector
+        self._cache = cache
+        self._connect: Connector = connector if connector is not None else _production_connector(cache)
+        self._ever_ready = False
         self._backoff = Backoff(settings.reconnect, rng if rng is not None else random.Random())
         self._on_status = on_status
         self.status = ServerStatus(settings.name, max_attempts=settings.reconnect.max_attempts)
@@ -225,11 +238,44 @@ class ServerActor:
         try:
             with trio.fail_after(timeout):
                 return await upstream.call_tool(raw_name, arguments)
+        except MCPError as exc:
+            if exc.code == INVALID_PARAMS:
+                self._heal_unknown_tool(raw_name, exc)
+            raise
         except trio.TooSlowError as exc:
             raise UpstreamTimeout(
                 self.name,
                 f"server {self.name!r}: tool {raw_name!r} did not answer within {timeout:g}s "
                 f"(tool_timeout_sec); the call was abandoned",
+            ) from exc
+
+    async def list_resources(self) -> list[types.Resource]:
+        """This server's resources, fetched now (never from a cache, I9); [] if it has none or is not ready."""
+        upstream = self._upstream
+        if upstream is None or self.status.state != "ready" or not upstream.has_resources:
+            return []
+        with self._bounded_by_tool_timeout("resources/list"):
+            return await upstream.list_all_resources()
+        raise AssertionError("unreachable")  # pragma: no cover - the context manager re-raises
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """Read ``uri`` from the current generation, never from a cache (I9)."""
+        upstream = self._upstream
+        if upstream is None or self.status.state != "ready":
+            raise UpstreamUnavailable(self.name, self._unavailable_message())
+        with self._bounded_by_tool_timeout(f"resources/read {uri}"):
+            return await upstream.read_resource(uri)
+        raise AssertionError("unreachable")  # pragma: no cover - the context manager re-raises
+
+    @contextlib.contextmanager
+    def _bounded_by_tool_timeout(self, what: str) -> Iterator[None]:
+        timeout = self.settings.tool_timeout_sec
+        try:
+            with trio.fail_after(timeout):
+                yield
+        except trio.TooSlowError as exc:
+            raise UpstreamTimeout(
+                self.name, f"server {self.name!r}: {what} did not answer within {timeout:g}s (tool_timeout_sec)"
             ) from exc
 
     # -- generation loop ---------------------------------------------------------------
@@ -238,7 +284,7 @@ class ServerActor:
         failures = 0
         while True:
             self.status.generation += 1
-            end = await self._run_generation(first=self.status.generation == 1)
+            end = await self._run_generation(first=not self._ever_ready)
             self._first_attempt_done.set()
             now = trio.current_time()
             if end.ready_at is not None and now - end.ready_at >= self._backoff.stability_window_sec:
@@ -261,6 +307,7 @@ class ServerActor:
             try:
                 async with self._connect(self.settings, on_tools_changed=self._on_tools_changed) as upstream:
                     self._upstream = upstream
+                    self._set_status(connected_at=trio.current_time())
                     try:
                         outcome = await self._sync_via_mailbox(
                             SyncRequest("refresh" if first else "use", "initial" if first else "reconnect")
@@ -269,8 +316,10 @@ class ServerActor:
                             return _GenerationEnd(outcome.error or "first sync failed", None)
                         startup.deadline = math.inf
                         ready_at = trio.current_time()
+                        self._ever_ready = True
                         self._set_status(
                             state="ready",
+                            ready_at=ready_at,
                             attempt=0,
                             protocol_version=upstream.protocol_version,
                             identity=str(upstream.identity),
@@ -287,6 +336,11 @@ class ServerActor:
                         self._upstream = None
             except UpstreamError as exc:
                 return _GenerationEnd(str(exc), ready_at)
+            except Exception as exc:
+                # The isolation boundary (I12): a surprise from one server's SDK session
+                # ends that generation only, never the other servers or the Front.
+                logger.exception("server=%s generation=%d failed unexpectedly", self.name, self.status.generation)
+                return _GenerationEnd(f"unexpected error: {exc!r}", ready_at)
         return _GenerationEnd(
             f"server {self.name!r} did not connect and list its tools within {timeout:g}s (startup_timeout_sec)",
             ready_at,
@@ -325,7 +379,18 @@ class ServerActor:
 
     def _on_tools_changed(self) -> None:
         logger.debug("server=%s announced tools/list_changed", self.name)
+        if self._cache is not None:
+            self._cache.evict(self.name, "list_changed")  # before the re-sync is even queued (I7)
         self.request_sync("refresh", "list_changed")
+
+    def _heal_unknown_tool(self, raw_name: str, error: MCPError) -> None:
+        """I8: a -32602 may mean our catalog is stale. Evict and re-list; never re-send the call."""
+        logger.info(
+            "server=%s tool=%s answered -32602 (%s): re-listing its tools", self.name, raw_name, error.error.message
+        )
+        if self._cache is not None:
+            self._cache.evict(self.name, "unknown_tool")
+        self.request_sync("refresh", "unknown_tool")
 
     # -- mailbox worker ----------------------------------------------------------------
 
@@ -355,9 +420,10 @@ class ServerActor:
 
     async def _debounce(self, pending: _Pending) -> None:
         """Wait for a quiet window after the last notice, but no longer than the maximum wait."""
-        give_up_at = trio.current_time() + LIST_CHANGED_MAX_WAIT_SEC
+        debounce_sec = self.settings.list_changed_debounce_ms / 1000
+        give_up_at = trio.current_time() + self.settings.list_changed_max_wait_ms / 1000
         while pending.debounced:
-            quiet_until = min(trio.current_time() + LIST_CHANGED_DEBOUNCE_SEC, give_up_at)
+            quiet_until = min(trio.current_time() + debounce_sec, give_up_at)
             with trio.move_on_at(quiet_until):
                 pending.add(await self._mailbox_recv.receive())
                 self._drain_into(pending)
@@ -381,12 +447,20 @@ class ServerActor:
         upstream = self._upstream
         if upstream is None:
             return SyncOutcome(ok=False, error=f"server {self.name!r} is not connected")
+        identity = upstream.identity
+        identity_key = str(identity) if identity.name is not None else None
+        ticket = None
+        if self._cache is not None:
+            mode = self._cache.cache_mode_for(self.name, mode, identity_key)
+            ticket = self._cache.begin_fetch(self.name, mode)
         self.syncs_running += 1
         self.fetches += 1
         timeout = self.settings.startup_timeout_sec
         try:
             with trio.fail_after(timeout):
                 listing = await upstream.list_all_tools(mode)
+            if self._cache is not None and ticket is not None:
+                self._cache.finish_fetch(ticket, identity_key)
         except UpstreamError as exc:
             return self._sync_failed(reason, str(exc))
         except trio.TooSlowError:
@@ -447,7 +521,13 @@ class ServerActor:
         return f"server {self.name!r} is {status.state}; try again shortly"
 
 
-def _production_connector(
-    settings: ServerSettings, *, on_tools_changed: Callable[[], None]
-) -> AbstractAsyncContextManager[UpstreamSession]:
-    return open_upstream(settings, on_tools_changed=on_tools_changed)
+def _production_connector(cache: CatalogCache | None) -> Connector:
+    """Connect real upstreams, each generation sharing the server's one cache store (I4)."""
+
+    def connect(
+        settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+    ) -> AbstractAsyncContextManager[UpstreamSession]:
+        config = cache.config_for(settings) if cache is not None else None
+        return open_upstream(settings, on_tools_changed=on_tools_changed, cache=config)
+
+    return connect

@@ -46,6 +46,10 @@ _HTTP_ONLY = ("bearer_token_env_var", "http_headers")
 # Keys whose string values get ${VAR} expansion: (key, how its value nests).
 _SERVER_INTERPOLATED = {"command": "str", "args": "list", "env": "dict", "url": "str", "http_headers": "dict"}
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+DEFAULT_LIST_CHANGED_DEBOUNCE_MS = 50
+"""Quiet window after a server's last ``list_changed`` before its re-sync starts."""
+DEFAULT_LIST_CHANGED_MAX_WAIT_MS = 250
+"""A continuous storm of notices still gets a re-sync this soon after its first notice."""
 
 
 class ReconnectSettings(BaseModel):
@@ -106,6 +110,8 @@ class DefaultsSection(BaseModel):
 
     startup_timeout_sec: float = Field(default=30.0, gt=0)
     tool_timeout_sec: float = Field(default=60.0, gt=0)
+    list_changed_debounce_ms: int = Field(default=DEFAULT_LIST_CHANGED_DEBOUNCE_MS, ge=0, le=60_000)
+    list_changed_max_wait_ms: int = Field(default=DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ge=0, le=600_000)
     reconnect: ReconnectSettings = ReconnectSettings()
 
 
@@ -127,11 +133,18 @@ class ServerSettings(BaseModel):
     disabled_tools: list[str] = []
     startup_timeout_sec: float = Field(default=30.0, gt=0)
     tool_timeout_sec: float = Field(default=60.0, gt=0)
+    list_changed_debounce_ms: int = Field(default=DEFAULT_LIST_CHANGED_DEBOUNCE_MS, ge=0, le=60_000)
+    list_changed_max_wait_ms: int = Field(default=DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ge=0, le=600_000)
     reconnect: ReconnectSettings = ReconnectSettings()
 
     @model_validator(mode="after")
     def _one_transport(self) -> Self:
         where = f"server {self.name!r}"
+        if self.list_changed_debounce_ms > self.list_changed_max_wait_ms:
+            raise ValueError(
+                f"{where}: list_changed_debounce_ms ({self.list_changed_debounce_ms}) exceeds "
+                f"list_changed_max_wait_ms ({self.list_changed_max_wait_ms}); lower the first or raise the second"
+            )
         if self.command is None and self.url is None:
             raise ValueError(f"{where} has neither 'command' (stdio) nor 'url' (http); set exactly one")
         if self.command is not None and self.url is not None:
@@ -455,6 +468,8 @@ def describe_settings(settings: Settings) -> str:
         lines += [
             f"  startup_timeout_sec = {server.startup_timeout_sec:g}",
             f"  tool_timeout_sec = {server.tool_timeout_sec:g}",
+            f"  list_changed_debounce_ms = {server.list_changed_debounce_ms}",
+            f"  list_changed_max_wait_ms = {server.list_changed_max_wait_ms}",
             f"  reconnect = max_attempts {r.max_attempts}, initial_delay_ms {r.initial_delay_ms}, "
             f"max_delay_ms {r.max_delay_ms}, jitter {r.jitter:g}, catalog_reuse_ttl_ms {r.catalog_reuse_ttl_ms}",
             "  enabled_tools = "

@@ -27,6 +27,10 @@ class ServerStatus:
     tool_count: int = 0
     protocol_version: str | None = None
     identity: str | None = None
+    connected_at: float | None = None
+    """When the current generation's transport came up (handshake done), ``trio.current_time()``."""
+    ready_at: float | None = None
+    """When the current generation became usable (first sync swapped in)."""
     last_sync_at: float | None = None
     last_sync_reason: str | None = None
     conflicts: list[str] = field(default_factory=list)

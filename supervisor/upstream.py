@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -114,6 +114,32 @@ class Upstream:
         """
         with self._translate_errors(f"tools/call {raw_name}", passthrough_server_errors=True):
             result = await self._client.call_tool(raw_name, arguments)
+        if result.meta and SERVER_INFO_META_KEY in result.meta:
+            meta = {key: value for key, value in result.meta.items() if key != SERVER_INFO_META_KEY}
+            result = result.model_copy(update={"meta": meta or None})
+        return result
+
+    @property
+    def has_resources(self) -> bool:
+        return self._client.server_capabilities.resources is not None
+
+    async def list_all_resources(self) -> list[types.Resource]:
+        """Every page of ``resources/list``, always from the server (I9: ``bypass``)."""
+        resources: list[types.Resource] = []
+        cursor: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            with self._translate_errors("resources/list", passthrough_server_errors=True):
+                page = await self._client.list_resources(cursor=cursor, cache_mode="bypass")
+            resources.extend(page.resources)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return resources
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """Read one resource, always from the server (I9: ``bypass``); stamp stripped like calls."""
+        with self._translate_errors(f"resources/read {uri}", passthrough_server_errors=True):
+            result = await self._client.read_resource(uri, cache_mode="bypass")
         if result.meta and SERVER_INFO_META_KEY in result.meta:
             meta = {key: value for key, value in result.meta.items() if key != SERVER_INFO_META_KEY}
             result = result.model_copy(update={"meta": meta or None})
@@ -225,23 +251,50 @@ async def open_upstream(
         client_info=CLIENT_INFO,
         cache=cache,
     )
+    # The client is entered through an exit stack, so that on the way out it sees
+    # the exception leaving the generation: the HTTP transport runs a task group
+    # in this task, and a failed request cancels it; only the client's own exit,
+    # given that Cancelled, can absorb it (and report the failure instead).
+    stack = AsyncExitStack()
     try:
-        await client.__aenter__()
+        await stack.enter_async_context(client)
     except Exception as exc:
         raise _connect_error(name, health, exc) from exc
     upstream = Upstream(settings, client, health)
+    body_failed = False
     try:
-        async with trio.open_nursery() as nursery:
+        async with stack, trio.open_nursery() as nursery:
             if upstream.modern:
-                await nursery.start(_listen_for_tool_changes, client, name, on_tools_changed)
-            yield upstream
-            nursery.cancel_scope.cancel()
-    finally:
-        with trio.CancelScope(shield=True):
+                await nursery.start(_listen_for_tool_changes, client, name, health, on_tools_changed)
             try:
-                await client.__aexit__(None, None, None)
-            except* Exception as group:
-                logger.debug("server=%s client teardown raised %r", name, group)
+                yield upstream
+            except BaseException:
+                body_failed = True
+                raise
+            nursery.cancel_scope.cancel()
+    except BaseException as raised:
+        teardown, rest = _split_teardown_errors(raised)
+        if teardown is None:
+            raise
+        logger.debug("server=%s client teardown raised %r", name, teardown)
+        health.mark_lost(f"transport failed: {_first_leaf(teardown)!r}")
+        if rest is not None:
+            raise rest from None  # e.g. the Cancelled of a shutdown: let it reach its scope
+        if body_failed:
+            # The transport's failure interrupted the generation: report it as such.
+            raise UpstreamUnavailable(name, f"server {name!r}: transport failed: {_first_leaf(teardown)}") from teardown
+
+
+_TEARDOWN_ERRORS: Final = (httpx2.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+def _split_teardown_errors(raised: BaseException) -> tuple[BaseException | None, BaseException | None]:
+    """Split what leaving the client raised into (transport failures, everything else)."""
+    if isinstance(raised, BaseExceptionGroup):
+        return raised.split(_TEARDOWN_ERRORS)
+    if isinstance(raised, _TEARDOWN_ERRORS):
+        return raised, None
+    return None, raised
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
@@ -264,11 +317,16 @@ def _connect_error(name: str, health: TransportHealth, exc: Exception) -> Upstre
 async def _listen_for_tool_changes(
     client: Client,
     name: str,
+    health: TransportHealth,
     on_tools_changed: Callable[[], None],
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Hold a ``subscriptions/listen`` stream open and forward tool-list changes (2026 era)."""
+    """Hold a ``subscriptions/listen`` stream open and forward tool-list changes (2026 era).
+
+    An established stream that drops abruptly means the connection is gone (over
+    HTTP nothing else would tell us until the next call), so it ends the generation.
+    """
     started = False
     try:
         async with client.listen(tools_list_changed=True) as subscription:
@@ -276,7 +334,11 @@ async def _listen_for_tool_changes(
             started = True
             async for _event in subscription:
                 on_tools_changed()
-    except (ListenNotSupportedError, MCPError, SubscriptionLost, TimeoutError) as exc:
+    except SubscriptionLost as exc:
+        if started:
+            health.mark_lost("the change-notice stream dropped")
+        logger.debug("server=%s: tools list_changed stream lost (%r)", name, exc)
+    except (ListenNotSupportedError, MCPError, TimeoutError) as exc:
         logger.debug("server=%s: no tools list_changed stream (%r)", name, exc)
     finally:
         if not started:

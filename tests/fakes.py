@@ -57,6 +57,16 @@ class FakeSession:
     async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]:
         return await self.server._fetch(self, cache_mode)
 
+    @property
+    def has_resources(self) -> bool:
+        return False
+
+    async def list_all_resources(self) -> list[types.Resource]:
+        return []
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        raise AssertionError("the fake serves no resources")
+
     async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         if self.closed:
             raise UpstreamUnavailable(self.server.name, "fake: session closed")

@@ -393,3 +393,15 @@ def test_tool_allowed_without_an_allow_list_admits_everything_not_denied() -> No
     assert server().tool_allowed("anything")
     assert not server(disabled_tools=["*_admin"]).tool_allowed("drop_admin")
     assert not server(enabled_tools=[]).tool_allowed("anything")
+
+
+def test_list_changed_debounce_longer_than_its_maximum_wait_is_rejected_with_both_values(tmp_path: Path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text(
+        '[defaults]\nlist_changed_debounce_ms = 500\nlist_changed_max_wait_ms = 100\n[mcp_servers.a]\ncommand = "x"\n'
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_settings(path, environ={})
+    message = str(raised.value)
+    assert "list_changed_debounce_ms (500)" in message
+    assert "list_changed_max_wait_ms (100)" in message

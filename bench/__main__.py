@@ -1,0 +1,40 @@
+"""``python -m bench [--quick] [--json] [NAME ...]``: run the benchmarks, print medians and ratios."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from bench import call_path, fleet, reconnect, storm
+from bench.harness import cores
+
+BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
+    "p1": reconnect.run,
+    "p2": call_path.run,
+    "p3": fleet.run,
+    "p4": storm.run,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (under 60 s)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="which benchmarks (default: all)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    results: dict[str, Any] = {"cores": cores(), "quick": args.quick}
+    for name in args.names or list(BENCHMARKS):
+        results.update(trio.run(lambda run=BENCHMARKS[name]: run(quick=args.quick)))
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+sys.exit(main())

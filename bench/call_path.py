@@ -1,0 +1,226 @@
+"""p2: the call path: direct vs through the sidecar vs through FastMCP's proxy.
+
+The same stdio fixture server (``--tools echo``) is called three ways, each by a
+real `mcp.Client` host (``mode="auto"``) over the same small stdio transport:
+
+* ``direct``: the host spawns the fixture itself;
+* ``sidecar``: the host spawns ``python -m supervisor run`` configured with the fixture;
+* ``fastmcp``: the host spawns a FastMCP proxy (the current ``fastmcp`` from PyPI, in its
+  own virtual environment under ``bench/.venvs/fastmcp``, installed here if missing),
+  built the way FastMCP's docs recommend for a stdio backend:
+  ``create_proxy({"mcpServers": {...}})``, served over stdio.
+
+All three stay connected for the whole benchmark; each round measures every variant in
+turn (c1: sequential calls; c32: 32 concurrent callers on one client session), and the
+reported numbers are medians over rounds. Every process is stopped by closing its stdin
+(bounded), then its process group is killed; leftovers carrying the run's marker are
+killed and reported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from bench.harness import (
+    BENCH_MARK_ENV,
+    REPO_ROOT,
+    Host,
+    bench_mark,
+    fixture_argv,
+    fixture_server,
+    median,
+    open_host,
+    percentile,
+    reap_marked,
+    sidecar_argv,
+    write_settings,
+)
+
+FASTMCP_VENV: Final = REPO_ROOT / "bench" / ".venvs" / "fastmcp"
+FASTMCP_PYTHON: Final = FASTMCP_VENV / "bin" / "python"
+PROXY_SCRIPT: Final = FASTMCP_VENV / "bench_proxy.py"
+INSTALL_BOUND_SEC: Final = 600.0
+START_BOUND_SEC: Final = 60.0
+CONCURRENCY: Final = 32
+VARIANTS: Final = ("direct", "sidecar", "fastmcp")
+TOOL: Final = {"direct": "echo", "sidecar": "mcp__fx__echo", "fastmcp": "echo"}
+
+# The docs' recommended shape: `create_proxy` over an `mcpServers` config dict, run over stdio.
+_PROXY_SOURCE: Final = '''"""FastMCP stdio proxy for bench p2 (written by bench/call_path.py)."""
+import json
+import sys
+
+from fastmcp.server import create_proxy
+
+create_proxy(json.loads(sys.argv[1]), name="bench-fastmcp-proxy").run(transport="stdio", show_banner=False)
+'''
+
+
+def _fastmcp_version() -> str | None:
+    if not FASTMCP_PYTHON.exists():
+        return None
+    done = subprocess.run(
+        [str(FASTMCP_PYTHON), "-c", "import fastmcp, mcp; print(fastmcp.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def ensure_fastmcp() -> tuple[str | None, str]:
+    """Make sure the FastMCP venv exists; return (version or None, a note for the report)."""
+    version = _fastmcp_version()
+    note = "already installed"
+    if version is None:
+        print(f"  installing fastmcp into {FASTMCP_VENV.relative_to(REPO_ROOT)} (one-time) ...", flush=True)
+        try:
+            subprocess.run(["python3", "-m", "venv", str(FASTMCP_VENV)], check=True, timeout=INSTALL_BOUND_SEC)
+            subprocess.run(
+                [str(FASTMCP_VENV / "bin" / "pip"), "install", "-q", "--upgrade", "fastmcp"],
+                check=True,
+                timeout=INSTALL_BOUND_SEC,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return None, f"could not install fastmcp: {exc}"
+        version = _fastmcp_version()
+        note = "installed by this run"
+        if version is None:
+            return None, "fastmcp installed but does not import"
+    PROXY_SCRIPT.write_text(_PROXY_SOURCE, encoding="utf-8")
+    return version, note
+
+
+async def _warm_up(host: Host, tool: str) -> None:
+    names = await host.tool_names()
+    if tool not in names:
+        raise RuntimeError(f"{tool!r} is not listed: {names}")
+    for _ in range(20):
+        await host.session.call_tool(tool, {"text": "warm"})
+
+
+async def _measure_c1(host: Host, tool: str, calls: int) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    start = trio.current_time()
+    for _ in range(calls):
+        t0 = trio.current_time()
+        result = await host.session.call_tool(tool, {"text": "x"})
+        latencies.append(trio.current_time() - t0)
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result}")
+    return calls / (trio.current_time() - start), latencies
+
+
+async def _measure_concurrent(host: Host, tool: str, calls: int, concurrency: int) -> float:
+    remaining = calls
+
+    async def caller() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1  # no await between check and decrement: atomic under trio
+            result = await host.session.call_tool(tool, {"text": "x"})
+            if result.is_error:
+                raise RuntimeError(f"{tool} failed: {result}")
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrency):
+            nursery.start_soon(caller)
+    return calls / (trio.current_time() - start)
+
+
+def _argv(variant: str, workdir: Path, log: Path) -> list[str]:
+    fixture_args = ["--tools", "echo", "--log", str(log)]
+    if variant == "direct":
+        return fixture_argv(*fixture_args)
+    if variant == "sidecar":
+        server = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
+        config = write_settings(workdir / "p2.toml", {"fx": server}, supervisor={"log_level": "warning"})
+        return sidecar_argv(config)
+    backend = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
+    return [str(FASTMCP_PYTHON), str(PROXY_SCRIPT), json.dumps({"mcpServers": {"fx": backend}})]
+
+
+def _log_summary(log: Path) -> dict[str, int]:
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    counts: dict[str, int] = {"starts": sum(e["event"] == "start" for e in events)}
+    for e in events:
+        if e["event"] == "request":
+            counts[e["method"]] = counts.get(e["method"], 0) + 1
+    return counts
+
+
+async def run(*, quick: bool) -> dict[str, Any]:
+    rounds, c1_calls, c32_calls = (1, 100, 480) if quick else (5, 300, 3200)
+    print(f"p2 call path: fixture --tools echo; {rounds} rounds, c1 x {c1_calls} calls, c32 x {c32_calls} calls")
+    fastmcp_version, fastmcp_note = await trio.to_thread.run_sync(ensure_fastmcp)
+    variants = [v for v in VARIANTS if v != "fastmcp" or fastmcp_version is not None]
+    if fastmcp_version is None:
+        print(f"  FastMCP: UNAVAILABLE ({fastmcp_note}); its keys are null")
+    else:
+        print(f"  FastMCP {fastmcp_version} ({fastmcp_note}), create_proxy(mcpServers config), host mode=auto")
+    cps1: dict[str, list[float]] = {v: [] for v in variants}
+    cps32: dict[str, list[float]] = {v: [] for v in variants}
+    p50: dict[str, list[float]] = {v: [] for v in variants}
+    eras: dict[str, str] = {}
+    logs: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        try:
+            async with AsyncExitStack() as stack:
+                hosts: dict[str, Host] = {}
+                for variant in variants:
+                    argv = _argv(variant, workdir, workdir / f"{variant}.jsonl")
+                    # Not bounded by a scope here (it would misnest with the stack); the SDK bounds
+                    # the handshake, and the warm-up below is bounded.
+                    hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
+                    with trio.fail_after(START_BOUND_SEC):
+                        await _warm_up(hosts[variant], TOOL[variant])
+                    eras[variant] = str(hosts[variant].session.protocol_version)
+                for _ in range(rounds):
+                    for variant in variants:
+                        cps, latencies = await _measure_c1(hosts[variant], TOOL[variant], c1_calls)
+                        cps1[variant].append(cps)
+                        p50[variant].append(percentile(latencies, 0.5) * 1000)
+                        cps32[variant].append(
+                            await _measure_concurrent(hosts[variant], TOOL[variant], c32_calls, CONCURRENCY)
+                        )
+        finally:
+            await reap_marked("p2")
+        logs = {v: _log_summary(workdir / f"{v}.jsonl") for v in variants}
+
+    def med(samples: dict[str, list[float]], variant: str) -> float | None:
+        return round(median(samples[variant]), 1) if variant in samples else None
+
+    result: dict[str, Any] = {}
+    for variant in VARIANTS:
+        result[f"p2_{variant}_cps_c1"] = med(cps1, variant)
+        result[f"p2_{variant}_cps_c{CONCURRENCY}"] = med(cps32, variant)
+    direct32, sidecar32, fast32 = (result[f"p2_{v}_cps_c{CONCURRENCY}"] for v in VARIANTS)
+    result["p2_ratio_sidecar_vs_direct_c32"] = round(sidecar32 / direct32, 3)
+    result["p2_ratio_sidecar_vs_fastmcp_c32"] = round(sidecar32 / fast32, 3) if fast32 else None
+    result["p2_added_latency_ms_p50_c1"] = round(median(p50["sidecar"]) - median(p50["direct"]), 3)
+    result["p2_p50_ms_c1"] = {v: round(median(p50[v]), 3) for v in variants}
+    result["p2_fastmcp_version"] = fastmcp_version
+    for variant in variants:
+        print(
+            f"  {variant:8} c1 {result[f'p2_{variant}_cps_c1']:8.1f} calls/s (p50 {median(p50[variant]):6.2f} ms)"
+            f"   c{CONCURRENCY} {result[f'p2_{variant}_cps_c{CONCURRENCY}']:8.1f} calls/s"
+            f"   era {eras[variant]}   upstream saw {logs[variant]}"
+        )
+    print(f"  sidecar/direct c32 {result['p2_ratio_sidecar_vs_direct_c32']} (target >= 0.8)")
+    print(f"  sidecar/fastmcp c32 {result['p2_ratio_sidecar_vs_fastmcp_c32']} (target >= 5)")
+    print(f"  added p50 latency at c1: {result['p2_added_latency_ms_p50_c1']} ms")
+    sys.stdout.flush()
+    return result

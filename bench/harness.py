@@ -1,0 +1,300 @@
+"""Shared benchmark plumbing: alternating rounds, medians, fixture servers, settings files, hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import trio
+from mcp import Client, MCPError
+from mcp.client._transport import TransportStreams
+from mcp.client.client import ConnectMode
+from mcp.client.session import IncomingMessage
+from mcp.client.subscriptions import SubscriptionLost
+from mcp.shared.message import SessionMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def fixture_server(*args: str, **table: Any) -> dict[str, Any]:
+    """A stdio server table running the test fixture server with ``args``."""
+    return {"command": sys.executable, "args": ["-m", FIXTURE_MODULE, *args], "cwd": str(REPO_ROOT), **table}
+
+
+def write_settings(path: Path, servers: Mapping[str, Mapping[str, Any]], **sections: Any) -> Path:
+    """Write a settings file from plain dicts (JSON values are valid TOML values)."""
+    lines: list[str] = []
+
+    def emit(prefix: str, table: Mapping[str, Any]) -> None:
+        if prefix:
+            lines.append(f"[{prefix}]")
+        lines.extend(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in table.items() if not isinstance(v, Mapping))
+        lines.append("")
+        for key, value in table.items():
+            if isinstance(value, Mapping):
+                emit(f"{prefix}.{json.dumps(key)}" if prefix else json.dumps(key), value)
+
+    emit("", {**sections, "mcp_servers": dict(servers)})
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def cores() -> int:
+    return os.cpu_count() or 1
+
+
+# -- processes and hosts (shared by p2..p4) ---------------------------------------------
+#
+# The host side is a real `mcp.Client` over a small newline-delimited JSON-RPC transport
+# of our own (the same approach as tests/e2e.py), used for every variant so the
+# comparison holds the client side constant. Every process starts in its own session
+# and carries `BENCH_MARK_ENV` in its environment; `reap_marked` SIGKILLs anything
+# still carrying the mark at the end of a benchmark, so no run leaves orphans.
+
+BENCH_MARK_ENV: Final = "MCP_SUPERVISOR_BENCH_MARK"
+EXIT_BOUND_SEC: Final = 10.0
+"""How long a stdio server may take to exit once its stdin is closed."""
+
+
+def bench_mark() -> str:
+    """This benchmark run's marker (one per process of `python -m bench`)."""
+    return os.environ.setdefault(BENCH_MARK_ENV, f"bench-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def marked_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, BENCH_MARK_ENV: bench_mark(), **(extra or {})}
+
+
+def marked_pids() -> list[int]:
+    """Pids of live processes (other than us) whose environment carries this run's marker."""
+    needle = f"{BENCH_MARK_ENV}={bench_mark()}".encode()
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
+
+
+async def reap_marked(what: str, *, grace_sec: float = 3.0) -> int:
+    """Wait (bounded) for marked processes to exit, then SIGKILL survivors; return how many were killed."""
+    with trio.move_on_after(grace_sec):
+        # Polling: there is no event for "some other process exited".
+        while marked_pids():  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    survivors = marked_pids()
+    for pid in survivors:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if survivors:
+        print(f"  WARNING: {what}: killed {len(survivors)} leftover process(es) {survivors}", file=sys.stderr)
+    return len(survivors)
+
+
+def rss_mb(pid: int) -> float:
+    """VmRSS of one process (children excluded), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def sidecar_argv(config: Path) -> list[str]:
+    return [sys.executable, "-m", "supervisor", "run", "--config", str(config)]
+
+
+def fixture_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", FIXTURE_MODULE, *args]
+
+
+@dataclass
+class Host:
+    """A connected host: the client, the server process, and the change notices it received."""
+
+    process: trio.Process
+    client: Client | None = None
+    notices: int = 0
+    notice_times: list[float] = field(default_factory=list)
+    _changed: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def session(self) -> Client:
+        assert self.client is not None
+        return self.client
+
+    @property
+    def modern(self) -> bool:
+        return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def note_change(self) -> None:
+        self.notices += 1
+        self.notice_times.append(trio.current_time())
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.note_change()
+        await trio.lowlevel.checkpoint()
+
+    async def wait_notice(self, *, after: int) -> None:
+        """Wait until more than ``after`` change notices have arrived; the caller bounds this."""
+        while self.notices <= after:
+            await self._changed.wait()
+
+    async def tool_names(self) -> list[str]:
+        return [tool.name for tool in (await self.session.list_tools(cache_mode="bypass")).tools]
+
+    async def wait_tools(
+        self, predicate: Callable[[list[str]], bool], *, bound_sec: float, poll_sec: float = 0.25
+    ) -> list[str] | None:
+        """Re-list on every change notice (or every ``poll_sec``) until ``predicate`` holds; None on timeout."""
+        with trio.move_on_after(bound_sec):
+            while True:
+                seen = self.notices
+                names = await self.tool_names()
+                if predicate(names):
+                    return names
+                with trio.move_on_after(poll_sec):
+                    await self.wait_notice(after=seen)
+        return None
+
+
+@asynccontextmanager
+async def _line_transport(proc: trio.Process) -> AsyncIterator[TransportStreams]:
+    """Newline-delimited JSON-RPC over ``proc``'s stdin/stdout; closing stdin ends the server."""
+    to_client, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_client = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump_stdout() -> None:
+        assert proc.stdout is not None
+        buffer = b""
+        async with to_client:
+            async for chunk in proc.stdout:
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValidationError:
+                        continue  # a stray non-JSON line; the benchmarks do not judge it
+                    try:
+                        await to_client.send(SessionMessage(message))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+
+    async def pump_stdin() -> None:
+        assert proc.stdin is not None
+        async with from_client:
+            async for message in from_client:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                try:
+                    await proc.stdin.send_all(data.encode())
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pump_stdout)
+            nursery.start_soon(pump_stdin)
+            try:
+                yield read_stream, write_stream
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        for stream in (read_stream, write_stream, to_client, from_client):
+            stream.close()
+
+
+async def stop_process(proc: trio.Process) -> None:
+    """Close stdin (the host hanging up), wait bounded, then SIGKILL the whole process group."""
+    with trio.CancelScope(shield=True):
+        if proc.stdin is not None:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await proc.stdin.aclose()
+        with trio.move_on_after(EXIT_BOUND_SEC):
+            await proc.wait()
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
+        await proc.wait()
+
+
+async def _hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """2026-era hosts learn about changes only through an open ``subscriptions/listen`` stream."""
+    started = False
+    try:
+        async with host.session.listen(tools_list_changed=True) as subscription:
+            task_status.started()
+            started = True
+            async for _event in subscription:
+                host.note_change()
+    except (SubscriptionLost, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass  # the server went away at the end of the benchmark
+    finally:
+        if not started:
+            task_status.started()
+
+
+@asynccontextmanager
+async def open_host(
+    argv: Sequence[str], *, mode: ConnectMode = "auto", env: Mapping[str, str] | None = None, listen: bool = True
+) -> AsyncIterator[Host]:
+    """Spawn a stdio MCP server (``argv``) and connect an `mcp.Client` to it as a host.
+
+    The server's stderr goes to /dev/null. On exit its stdin is closed and it gets a
+    bounded grace to exit before its process group is killed.
+    """
+    proc = await trio.lowlevel.open_process(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=str(REPO_ROOT),
+        env=marked_env(env),
+        start_new_session=True,
+    )
+    host = Host(process=proc)
+    try:
+        async with Client(_line_transport(proc), mode=mode, message_handler=host.on_message) as client:
+            host.client = client
+            async with trio.open_nursery() as nursery:
+                if listen and host.modern:
+                    await nursery.start(_hold_listen_stream, host)
+                yield host
+                nursery.cancel_scope.cancel()
+    finally:
+        await stop_process(proc)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-quantile (0..1) of ``values`` by nearest rank; nan if empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]

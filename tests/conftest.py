@@ -1,0 +1,84 @@
+"""Suite-wide fixtures: every test proves it left no process behind (DESIGN I11).
+
+Each test gets a fresh marker in ``MCP_SUPERVISOR_TEST_MARK``. The e2e helpers
+put it into the environment of every sidecar, CLI run and HTTP fixture they
+start, and into every stdio server's ``env`` table, so the sidecar's children
+and their grandchildren carry it too. After the test, ``/proc/*/environ`` is
+scanned for the marker; a live process that still carries it is an orphan. The
+scan tolerates processes vanishing mid-read, ignores zombies (PID 1 here does
+not reap orphans) and this pytest process, and allows a short bounded grace
+before it kills the leftovers and fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import MARK_ENV
+
+ORPHAN_GRACE_SEC = 3.0
+
+
+def _state(pid: str) -> bytes | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[0] if fields else None
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def marked_processes(mark: str) -> dict[int, str]:
+    """Live processes whose environment carries ``MARK_ENV=mark``: pid -> command line."""
+    needle = f"{MARK_ENV}={mark}".encode()
+    found: dict[int, str] = {}
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:  # vanished, or not ours to read
+            continue
+        if needle not in environ.split(b"\0"):
+            continue
+        state = _state(entry)
+        if state is None or state in (b"Z", b"X"):
+            continue
+        found[int(entry)] = _cmdline(entry)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Give the test a marker; after it, fail if any marked process is still alive."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK_ENV, mark)
+    yield mark
+    deadline = time.monotonic() + ORPHAN_GRACE_SEC
+    leftovers = marked_processes(mark)
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.05)
+        leftovers = marked_processes(mark)
+    if not leftovers:
+        return
+    for pid in leftovers:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    listing = "\n".join(f"  pid {pid}: {cmdline}" for pid, cmdline in sorted(leftovers.items()))
+    pytest.fail(f"I11: {len(leftovers)} process(es) outlived the test:\n{listing}", pytrace=False)

@@ -1,0 +1,452 @@
+"""Shared helpers for the end-to-end tests: settings files, a host driving ``supervisor run``, fixture logs.
+
+Every process these helpers start carries the current test's marker
+(``MCP_SUPERVISOR_TEST_MARK``, set by ``conftest.py``) in its environment: the
+sidecar through its own environment, fixture servers through their ``env``
+table in the generated settings (the sidecar passes it on, and grandchildren
+inherit it). ``conftest.py`` scans ``/proc`` for the marker after each test (I11).
+
+The host is a real ``mcp.Client`` over a small stdio transport of our own, so a
+test knows the sidecar's pid and exit code, and sees any stdout line that is not
+a JSON-RPC frame (``Host.bad_frames``) instead of having it swallowed.
+
+Concurrency: ``open_host`` owns one nursery (the transport's pumps, and for
+2026-era hosts a task holding ``subscriptions/listen`` open). Every wait here is
+bounded, either by the caller's ``trio.fail_after`` or by an explicit bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import trio
+from mcp import Client, MCPError
+from mcp.client._transport import TransportStreams
+from mcp.client.client import ConnectMode
+from mcp.client.session import IncomingMessage
+from mcp.client.subscriptions import SubscriptionLost
+from mcp.shared.message import SessionMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"
+MARK_ENV: Final = "MCP_SUPERVISOR_TEST_MARK"
+HOST_MODES: Final = ("auto", "legacy")
+SIDECAR_EXIT_BOUND_SEC: Final = 10.0
+"""How long the sidecar may take to exit once the host closes its stdin."""
+POLL_FALLBACK_SEC: Final = 0.5
+"""``wait_tools`` re-lists at least this often even if no change notice arrives."""
+
+FAST_DEFAULTS: Final[dict[str, Any]] = {
+    "startup_timeout_sec": 10,
+    "tool_timeout_sec": 20,
+    "reconnect": {"max_attempts": 5, "initial_delay_ms": 100, "max_delay_ms": 1000, "jitter": 0},
+}
+
+
+def current_mark() -> str:
+    """The running test's marker (``conftest.py`` puts it into the environment)."""
+    return os.environ[MARK_ENV]
+
+
+# -- settings files ----------------------------------------------------------------------
+
+
+def fixture_server(*args: str, **table: Any) -> dict[str, Any]:
+    """A ``[mcp_servers.<name>]`` table that starts the fixture server with ``args``."""
+    return {"command": sys.executable, "args": ["-m", FIXTURE_MODULE, *args], "cwd": str(REPO_ROOT), **table}
+
+
+def command_server(argv: Sequence[str], **table: Any) -> dict[str, Any]:
+    """A stdio server table for an arbitrary command line."""
+    return {"command": argv[0], "args": list(argv[1:]), "cwd": str(REPO_ROOT), **table}
+
+
+def write_settings(
+    tmp_path: Path,
+    servers: Mapping[str, Mapping[str, Any]],
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    supervisor: Mapping[str, Any] | None = None,
+    name: str = "settings.toml",
+) -> Path:
+    """Write a settings file; every stdio server's ``env`` gets the test marker."""
+    marked: dict[str, Any] = {}
+    for server_name, table in servers.items():
+        server = dict(table)
+        if "command" in server:
+            server["env"] = {**server.get("env", {}), MARK_ENV: current_mark()}
+        marked[server_name] = server
+    document: dict[str, Any] = {
+        "supervisor": {"log_level": "debug", "shutdown_grace_sec": 2, **(supervisor or {})},
+        "defaults": _deep_merge(FAST_DEFAULTS, defaults or {}),
+        "mcp_servers": marked,
+    }
+    path = tmp_path / name
+    path.write_text(to_toml(document), encoding="utf-8")
+    return path
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def to_toml(document: Mapping[str, Any]) -> str:
+    """Serialize nested dicts of strings, numbers, bools and string lists (all this suite needs)."""
+    lines: list[str] = []
+
+    def emit(prefix: str, table: Mapping[str, Any]) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping)}
+        subtables = {k: v for k, v in table.items() if isinstance(v, Mapping)}
+        if prefix:
+            lines.append(f"[{prefix}]")
+        # JSON strings, numbers, booleans and arrays of them are valid TOML values.
+        lines.extend(f"{json.dumps(key)} = {json.dumps(value)}" for key, value in scalars.items())
+        lines.append("")
+        for key, value in subtables.items():
+            emit(f"{prefix}.{json.dumps(key)}" if prefix else json.dumps(key), value)
+
+    emit("", document)
+    return "\n".join(lines)
+
+
+# -- fixture logs ------------------------------------------------------------------------
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The fixture's ``--log`` events (empty if the file does not exist yet)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def started_pids(path: Path) -> list[int]:
+    """Pids of every fixture process that logged a start, in order."""
+    return [int(event["pid"]) for event in read_log(path) if event["event"] == "start"]
+
+
+def called_tools(path: Path) -> list[str]:
+    """Raw tool names of every ``tools/call`` the fixture received."""
+    return [str(e["tool"]) for e in read_log(path) if e["event"] == "request" and e.get("method") == "tools/call"]
+
+
+async def wait_until(predicate: Callable[[], bool], *, what: str, bound_sec: float = 10.0) -> None:
+    """Poll external state (a log file, /proc) until ``predicate`` holds; fail after ``bound_sec``."""
+    with trio.move_on_after(bound_sec):
+        # Polling: there is no event for "another process wrote a file / exited".
+        while not predicate():  # noqa: ASYNC110
+            await trio.sleep(0.02)
+        return
+    raise AssertionError(f"timed out after {bound_sec:g}s waiting for {what}")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (non-zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# -- results -----------------------------------------------------------------------------
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text of the result's first content block."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent), block
+    return block.text
+
+
+# -- the host ----------------------------------------------------------------------------
+
+
+@dataclass
+class Host:
+    """A connected host: the ``mcp.Client`` plus what the test can observe about the sidecar."""
+
+    client: Client | None = None
+    process: trio.Process | None = None
+    exit_code: int | None = None
+    exit_after_stdin_closed_sec: float | None = None
+    bad_frames: list[bytes] = field(default_factory=list)
+    notices: int = 0
+    _changed: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def session(self) -> Client:
+        assert self.client is not None
+        return self.client
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def modern(self) -> bool:
+        return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def note_change(self) -> None:
+        self.notices += 1
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.note_change()
+        await trio.lowlevel.checkpoint()
+
+    async def wait_notice(self, *, after: int) -> None:
+        """Wait until more than ``after`` change notices have arrived (era-appropriate channel)."""
+        while self.notices <= after:
+            await self._changed.wait()
+
+    async def tool_names(self) -> list[str]:
+        """The host's current view of the catalog, never from its cache."""
+        return [tool.name for tool in (await self.session.list_tools(cache_mode="bypass")).tools]
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        return await self.session.call_tool(name, arguments or {})
+
+    async def wait_call_succeeds(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        """Call ``name`` until it succeeds (a reconnecting server fails fast); the caller bounds this."""
+        while True:
+            try:
+                result = await self.call(name, arguments)
+            except MCPError:
+                pass
+            else:
+                if not result.is_error:
+                    return result
+            # Polling: the host has no event for "that server is ready again".
+            await trio.sleep(0.05)
+
+    async def wait_tools(self, predicate: Callable[[list[str]], bool], *, bound_sec: float = 10.0) -> list[str]:
+        """Re-list on every change notice (or every ``POLL_FALLBACK_SEC``) until ``predicate`` holds."""
+        names: list[str] = []
+        with trio.move_on_after(bound_sec):
+            while True:
+                seen = self.notices
+                names = await self.tool_names()
+                if predicate(names):
+                    return names
+                with trio.move_on_after(POLL_FALLBACK_SEC):
+                    await self.wait_notice(after=seen)
+        raise AssertionError(f"the host's tool list did not reach the expected state in {bound_sec:g}s: {names}")
+
+
+def sidecar_argv(config: Path, command: str = "run", *extra: str) -> list[str]:
+    return [sys.executable, "-m", "supervisor", command, "--config", str(config), *extra]
+
+
+def sidecar_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The sidecar's environment: ours (which carries the marker) plus ``extra``."""
+    return {**os.environ, MARK_ENV: current_mark(), **(extra or {})}
+
+
+@asynccontextmanager
+async def _sidecar_transport(
+    host: Host, argv: Sequence[str], env: Mapping[str, str]
+) -> AsyncIterator[TransportStreams]:
+    """Spawn the sidecar and speak newline-delimited JSON-RPC to it; stderr goes to ours (captured)."""
+    proc = await trio.lowlevel.open_process(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(REPO_ROOT), env=dict(env)
+    )
+    host.process = proc
+    to_client, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_client = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump_stdout() -> None:
+        assert proc.stdout is not None
+        buffer = b""
+        async with to_client:
+            async for chunk in proc.stdout:
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValidationError:
+                        host.bad_frames.append(line)
+                        continue
+                    try:
+                        await to_client.send(SessionMessage(message))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+
+    async def pump_stdin() -> None:
+        assert proc.stdin is not None
+        async with from_client:
+            async for message in from_client:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                try:
+                    await proc.stdin.send_all(data.encode())
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pump_stdout)
+            nursery.start_soon(pump_stdin)
+            try:
+                yield read_stream, write_stream
+            finally:
+                with trio.CancelScope(shield=True):
+                    await _stop_sidecar(host, proc)
+                nursery.cancel_scope.cancel()
+    finally:
+        for stream in (read_stream, write_stream, to_client, from_client):
+            stream.close()
+
+
+async def _stop_sidecar(host: Host, proc: trio.Process) -> None:
+    """Close the sidecar's stdin (the host hanging up) and wait for it to exit, bounded; kill on overrun."""
+    assert proc.stdin is not None
+    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        await proc.stdin.aclose()
+    closed_at = trio.current_time()
+    with trio.move_on_after(SIDECAR_EXIT_BOUND_SEC):
+        await proc.wait()
+    if proc.returncode is None:
+        with suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    else:
+        host.exit_after_stdin_closed_sec = trio.current_time() - closed_at
+    host.exit_code = proc.returncode
+
+
+async def _hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """2026-era hosts learn about changes only through an open ``subscriptions/listen`` stream."""
+    started = False
+    try:
+        async with host.session.listen(tools_list_changed=True) as subscription:
+            task_status.started()
+            started = True
+            async for _event in subscription:
+                host.note_change()
+    except (SubscriptionLost, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass  # the sidecar went away (a test stopped it); the test asserts what matters
+    finally:
+        if not started:
+            task_status.started()
+
+
+@asynccontextmanager
+async def open_host(
+    config: Path, mode: ConnectMode = "auto", *, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Host]:
+    """Launch ``python -m supervisor run --config CONFIG`` and connect to it as a host.
+
+    On exit the host closes the sidecar's stdin and waits (bounded) for it to exit;
+    ``Host.exit_code`` and ``Host.exit_after_stdin_closed_sec`` record how that went.
+    """
+    host = Host()
+    transport = _sidecar_transport(host, sidecar_argv(config), sidecar_env(env))
+    async with Client(transport, mode=mode, message_handler=host.on_message) as client:
+        host.client = client
+        async with trio.open_nursery() as nursery:
+            if host.modern:
+                await nursery.start(_hold_listen_stream, host)
+            yield host
+            nursery.cancel_scope.cancel()
+
+
+async def run_cli(*args: str, env: Mapping[str, str] | None = None, bound_sec: float = 30.0) -> CliResult:
+    """Run ``python -m supervisor ARGS`` to completion, bounded, capturing its output."""
+    with trio.fail_after(bound_sec):
+        done = await trio.run_process(
+            [sys.executable, "-m", "supervisor", *args],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(REPO_ROOT),
+            env=sidecar_env(env),
+        )
+    return CliResult(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@asynccontextmanager
+async def open_http_fixture(*args: str, port: int | None = None, log: Path | None = None) -> AsyncIterator[HttpFixture]:
+    """Start the fixture server over streamable HTTP; killed (and reaped) on exit."""
+    fixture = HttpFixture(port if port is not None else free_port(), list(args), log)
+    try:
+        await fixture.start()
+        yield fixture
+    finally:
+        with trio.CancelScope(shield=True):
+            await fixture.kill()
+
+
+@dataclass
+class HttpFixture:
+    port: int
+    args: list[str]
+    log: Path | None
+    process: trio.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def start(self) -> None:
+        """Start the server and wait (bounded) until its port accepts connections."""
+        argv = [sys.executable, "-m", FIXTURE_MODULE, "--http-port", str(self.port), *self.args]
+        if self.log is not None:
+            argv += ["--log", str(self.log)]
+        self.process = await trio.lowlevel.open_process(argv, cwd=str(REPO_ROOT), env=sidecar_env())
+        with trio.move_on_after(10) as scope:
+            while True:
+                try:
+                    stream = await trio.open_tcp_stream("127.0.0.1", self.port)
+                except OSError:
+                    await trio.sleep(0.05)
+                else:
+                    await stream.aclose()
+                    break
+        if scope.cancelled_caught:
+            raise AssertionError(f"the HTTP fixture did not listen on port {self.port} within 10s")
+
+    async def kill(self) -> None:
+        if self.process is not None:
+            with suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.wait()
+            self.process = None
