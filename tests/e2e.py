@@ -8,7 +8,10 @@ inherit it). ``conftest.py`` scans ``/proc`` for the marker after each test (I11
 
 The host is a real ``mcp.Client`` over a small stdio transport of our own, so a
 test knows the sidecar's pid and exit code, and sees any stdout line that is not
-a JSON-RPC frame (``Host.bad_frames``) instead of having it swallowed.
+a JSON-RPC frame (``Host.bad_frames``) instead of having it swallowed. For the
+HTTP front, ``open_http_sidecar`` runs the sidecar as a service (stopped with
+SIGTERM, exit code recorded) and ``open_http_host`` connects a host to it over
+streamable HTTP with the bearer token.
 
 Concurrency: ``open_host`` owns one nursery (the transport's pumps, and for
 2026-era hosts a task holding ``subscriptions/listen`` open). Every wait here is
@@ -30,13 +33,16 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import httpx2
 import mcp_types as types
 import trio
 from mcp import Client, MCPError
 from mcp.client._transport import TransportStreams
 from mcp.client.client import ConnectMode
 from mcp.client.session import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import SubscriptionLost
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -51,7 +57,7 @@ POLL_FALLBACK_SEC: Final = 0.5
 """``wait_tools`` re-lists at least this often even if no change notice arrives."""
 
 FAST_DEFAULTS: Final[dict[str, Any]] = {
-    "startup_timeout_sec": 10,
+    "startup_timeout_sec": 20,
     "tool_timeout_sec": 20,
     "reconnect": {"max_attempts": 5, "initial_delay_ms": 100, "max_delay_ms": 1000, "jitter": 0},
 }
@@ -149,7 +155,7 @@ def called_tools(path: Path) -> list[str]:
     return [str(e["tool"]) for e in read_log(path) if e["event"] == "request" and e.get("method") == "tools/call"]
 
 
-async def wait_until(predicate: Callable[[], bool], *, what: str, bound_sec: float = 10.0) -> None:
+async def wait_until(predicate: Callable[[], bool], *, what: str, bound_sec: float = 30.0) -> None:
     """Poll external state (a log file, /proc) until ``predicate`` holds; fail after ``bound_sec``."""
     with trio.move_on_after(bound_sec):
         # Polling: there is no event for "another process wrote a file / exited".
@@ -250,7 +256,7 @@ class Host:
             # Polling: the host has no event for "that server is ready again".
             await trio.sleep(0.05)
 
-    async def wait_tools(self, predicate: Callable[[list[str]], bool], *, bound_sec: float = 10.0) -> list[str]:
+    async def wait_tools(self, predicate: Callable[[list[str]], bool], *, bound_sec: float = 30.0) -> list[str]:
         """Re-list on every change notice (or every ``POLL_FALLBACK_SEC``) until ``predicate`` holds."""
         names: list[str] = []
         with trio.move_on_after(bound_sec):
@@ -450,3 +456,115 @@ class HttpFixture:
                 self.process.kill()
             await self.process.wait()
             self.process = None
+
+
+# -- the sidecar as an HTTP service -------------------------------------------------------
+
+TOKEN_ENV: Final = "MCP_SUPERVISOR_TOKEN"
+
+
+def http_supervisor_table(
+    port: int, *, admin_port: int | None = None, grace_sec: float = 2, **front: Any
+) -> dict[str, Any]:
+    """The ``[supervisor]`` table of a sidecar serving HTTP on ``port`` (token from ``$MCP_SUPERVISOR_TOKEN``)."""
+    table: dict[str, Any] = {
+        "shutdown_grace_sec": grace_sec,
+        "front": {"transport": "http", "port": port, "token": "${MCP_SUPERVISOR_TOKEN}", **front},
+    }
+    if admin_port is not None:
+        table["admin"] = {"enabled": True, "port": admin_port}
+    return table
+
+
+@dataclass
+class HttpSidecar:
+    """A ``supervisor run`` process serving HTTP; ``exit_code`` is set once it has exited."""
+
+    process: trio.Process
+    port: int
+    token: str
+    exit_code: int | None = None
+    exit_after_sigterm_sec: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def stop(self) -> int:
+        """SIGTERM, then wait (bounded) for the exit; SIGKILL on overrun. Returns the exit code."""
+        proc = self.process
+        if proc.returncode is None:
+            with suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        sent_at = trio.current_time()
+        with trio.move_on_after(SIDECAR_EXIT_BOUND_SEC):
+            await proc.wait()
+        if proc.returncode is None:
+            with suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+        elif self.exit_after_sigterm_sec is None:
+            self.exit_after_sigterm_sec = trio.current_time() - sent_at
+        assert proc.returncode is not None
+        self.exit_code = proc.returncode
+        return proc.returncode
+
+
+async def wait_port(port: int, *, bound_sec: float = 10.0) -> None:
+    """Wait until ``127.0.0.1:port`` accepts connections."""
+    with trio.move_on_after(bound_sec):
+        while True:
+            try:
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+            except OSError:
+                await trio.sleep(0.05)
+            else:
+                await stream.aclose()
+                return
+    raise AssertionError(f"nothing listened on port {port} within {bound_sec:g}s")
+
+
+@asynccontextmanager
+async def open_http_sidecar(
+    config: Path, *, port: int, token: str = "test-token", env: Mapping[str, str] | None = None
+) -> AsyncIterator[HttpSidecar]:
+    """Start ``supervisor run`` with an HTTP front on ``port``; on exit stop it with SIGTERM (bounded)."""
+    proc = await trio.lowlevel.open_process(
+        sidecar_argv(config),
+        stdin=subprocess.DEVNULL,
+        cwd=str(REPO_ROOT),
+        env=sidecar_env({TOKEN_ENV: token, **(env or {})}),
+    )
+    sidecar = HttpSidecar(proc, port, token)
+    try:
+        await wait_port(port)
+        yield sidecar
+    finally:
+        with trio.CancelScope(shield=True):
+            await sidecar.stop()
+
+
+@asynccontextmanager
+async def open_http_host(
+    url: str, token: str, mode: ConnectMode = "auto", *, server_may_be_gone: bool = False
+) -> AsyncIterator[Host]:
+    """Connect a host to an HTTP front with ``Authorization: Bearer <token>``; 2026-era hosts hold a listen stream.
+
+    With ``server_may_be_gone``, the connection errors the SDK client raises when the
+    server closes the session (it then cancels the body) end the host quietly: the
+    test stopped the sidecar and asserts what it recorded itself.
+    """
+    host = Host()
+    try:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http_client:
+            transport = streamable_http_client(url, http_client=http_client)
+            async with Client(transport, mode=mode, message_handler=host.on_message) as client:
+                host.client = client
+                async with trio.open_nursery() as nursery:
+                    if host.modern:
+                        await nursery.start(_hold_listen_stream, host)
+                    yield host
+                    nursery.cancel_scope.cancel()
+    except* (httpx2.TransportError, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as group:
+        if not server_may_be_gone:
+            raise group.with_traceback(group.__traceback__) from None

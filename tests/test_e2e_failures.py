@@ -40,7 +40,7 @@ from tests.fixtures.fixture_server import BUILTIN_TOOLS
 
 pytestmark = pytest.mark.e2e
 
-BOUND_SEC = 30
+BOUND_SEC = 60
 PROMPT_SEC = 5.0
 """How soon a call in flight on a dying server must come back with an error."""
 EXIT_IMMEDIATELY = [sys.executable, "-c", "import sys; sys.exit(1)"]
@@ -112,7 +112,7 @@ async def test_a_crashed_server_fails_calls_fast_then_comes_back_with_the_same_c
             await wait_until(lambda: len(started_pids(log)) == 2, what="a new generation of server a")
             assert started_pids(log)[1] != first_pid
 
-            with trio.fail_after(10):
+            with trio.fail_after(30):
                 assert text_of(await host.wait_call_succeeds("mcp__a__echo", {"text": "back"})) == "back"
             after = await host.tool_names()
             assert sorted(after) == sorted(before)
@@ -200,7 +200,7 @@ async def test_I11_a_crash_kills_the_pipe_holding_grandchild_and_the_server_reco
             await wait_until(lambda: len(started_pids(log)) == 2, what="a new generation of server a")
             await host.wait_tools(lambda names: "mcp__a__echo" in names)
 
-            with trio.fail_after(10):
+            with trio.fail_after(30):
                 assert text_of(await host.wait_call_succeeds("mcp__a__echo", {"text": "back"})) == "back"
 
 
@@ -323,7 +323,7 @@ async def test_an_http_server_that_restarts_on_its_port_is_reconnected(tmp_path:
                 await first.start()  # same port
                 await wait_until(lambda: len(started_pids(log)) == 2, what="the HTTP server to restart")
 
-                with trio.fail_after(10):
+                with trio.fail_after(30):
                     assert text_of(await host.wait_call_succeeds("mcp__web__echo", {"text": "again"})) == "again"
                 names = await host.tool_names()
                 assert _owned(names, "web") == ["mcp__web__add", "mcp__web__echo"]

@@ -21,7 +21,7 @@ from tests.fixtures.fixture_server import BUILTIN_TOOLS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("mode", HOST_MODES)]
 
-BOUND_SEC = 20
+BOUND_SEC = 45
 SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 
 
