@@ -30,6 +30,8 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from supervisor._frames import encode_batch
+
 __all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
 
 logger = logging.getLogger(__name__)
@@ -77,9 +79,8 @@ async def _pump_stream_to_wire(
     try:
         async with source:
             async for message in source:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                 try:
-                    await wire.send_all(data.encode())
+                    await wire.send_all(encode_batch(message, source))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     logger.debug("stdio wire closed by peer; dropping outgoing messages")
                     return

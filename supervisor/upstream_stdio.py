@@ -44,6 +44,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from supervisor._frames import encode_batch
 from supervisor.settings import ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -247,8 +248,7 @@ async def open_stdio_transport(
         async with from_session:
             try:
                 async for session_message in from_session:
-                    data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await proc.stdin.send_all(data.encode() + b"\n")
+                    await proc.stdin.send_all(encode_batch(session_message, from_session))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 health.mark_lost("stdin closed")
 
