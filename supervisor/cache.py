@@ -173,6 +173,10 @@ class CatalogCache:
             self._writer_identity[server] = identity
         return True
 
+    def served_from_cache(self, ticket: FetchTicket) -> bool:
+        """Whether the fetch ``ticket`` was taken for was answered by a fresh entry (no upstream round trip)."""
+        return ticket.mode == "use" and self._store(ticket.server).hits > ticket.hits_before
+
     def evict(self, server: str, reason: EvictionReason) -> None:
         """Evict ``server``'s ``tools/list`` entries: bump the generation first, then delete (I7)."""
         self._generations[(server, TOOLS_LIST)] += 1

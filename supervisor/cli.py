@@ -14,6 +14,8 @@ import json
 import logging
 import os
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -26,7 +28,7 @@ from supervisor.errors import ConfigError, SupervisorError
 from supervisor.importer import convert_mcp_servers_json
 from supervisor.root import Supervisor
 from supervisor.serve import serve
-from supervisor.settings import Settings, describe_settings, load_settings
+from supervisor.settings import Settings, default_config_path, describe_settings, load_settings
 from supervisor.status import ServerStatus
 
 logger = logging.getLogger("supervisor")
@@ -34,6 +36,9 @@ logger = logging.getLogger("supervisor")
 EXIT_OK: Final = 0
 EXIT_RUNTIME: Final = 1
 EXIT_CONFIG: Final = 2
+TOKEN_ENV_VAR: Final = "MCP_SUPERVISOR_TOKEN"
+DEFAULT_ADMIN_URL: Final = "http://127.0.0.1:8932"
+STATUS_TIMEOUT_SEC: Final = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if command == "import":
             return _import(args.file)
+        if command == "status":
+            return _status(args.admin_url, args.config)
         settings = load_settings(args.config, environ=_interpolation_environ())
         _configure_logging(settings, quiet=command in ("tools", "call") and not args.verbose)
         match command:
@@ -91,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="public tool name, e.g. mcp__demo__echo")
     call.add_argument("arguments", nargs="?", default=None, help="JSON object of arguments")
     call.add_argument("-v", "--verbose", action="store_true", help="also print the supervisor's log")
+    status = with_config(commands.add_parser("status", help="print the status table of a running sidecar"))
+    status.add_argument(
+        "--admin-url",
+        default=None,
+        help="the sidecar's admin endpoint (default: from [supervisor.admin] in the settings, "
+        f"else {DEFAULT_ADMIN_URL}); token from ${TOKEN_ENV_VAR}",
+    )
     imp = commands.add_parser("import", help="convert an mcpServers JSON file to settings TOML")
     imp.add_argument("file", type=Path)
     return parser
@@ -110,7 +124,12 @@ def _interpolation_environ() -> dict[str, str]:
 # -- logging ----------------------------------------------------------------------------
 
 
+_STANDARD_RECORD_KEYS: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
 class _JsonFormatter(logging.Formatter):
+    """One JSON object per line; ``extra=`` fields (e.g. ``"event": "ready"``) become keys."""
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "ts": round(record.created, 3),
@@ -118,6 +137,7 @@ class _JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD_RECORD_KEYS})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry)
@@ -240,3 +260,63 @@ async def _call(settings: Settings, public_name: str, arguments: dict[str, Any] 
             nursery.cancel_scope.cancel()
     print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
     return EXIT_RUNTIME if result.is_error else EXIT_OK
+
+
+# -- status -----------------------------------------------------------------------------
+
+
+def _status(admin_url: str | None, config: Path | None) -> int:
+    """Print the running sidecar's status table; exit 1 if it cannot be reached."""
+    token = os.environ.get(TOKEN_ENV_VAR)
+    if admin_url is None:
+        admin_url = DEFAULT_ADMIN_URL
+        if config is not None or default_config_path().exists():
+            settings = load_settings(config, environ=_interpolation_environ())
+            admin = settings.supervisor.admin
+            admin_url = f"http://{f'[{admin.host}]' if ':' in admin.host else admin.host}:{admin.port}"
+            if token is None and settings.supervisor.admin_token is not None:
+                token = settings.supervisor.admin_token.get_secret_value()
+    url = admin_url.rstrip("/") + "/status"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=STATUS_TIMEOUT_SEC) as response:
+            document = json.load(response)
+    except urllib.error.HTTPError as exc:
+        hint = f"; set {TOKEN_ENV_VAR} to the sidecar's token" if exc.code == 401 else ""
+        print(f"mcp-supervisor: {url} answered {exc.code} {exc.reason}{hint}", file=sys.stderr)
+        return EXIT_RUNTIME
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"mcp-supervisor: cannot reach the sidecar at {url} ({reason}); is it running with "
+              "[supervisor.admin] enabled = true?", file=sys.stderr)  # fmt: skip
+        return EXIT_RUNTIME
+    print(format_status_table(document))
+    return EXIT_OK
+
+
+def format_status_table(document: dict[str, Any]) -> str:
+    """The ``status`` command's table for a ``/status`` document."""
+    header = ("SERVER", "STATE", "GEN", "ERA", "TOOLS", "ATTEMPTS", "LAST SYNC", "CACHE", "LAST ERROR")
+    rows: list[tuple[str, ...]] = [header]
+    for server in document.get("servers", []):
+        age = server.get("last_sync_age_sec")
+        cache = server.get("catalog_cache") or {}
+        rows.append(
+            (
+                str(server["name"]),
+                str(server["state"]),
+                str(server.get("generation", "")),
+                str(server.get("era") or "-"),
+                str(server.get("tools", 0)),
+                f"{server.get('attempt', 0)}/{server.get('max_attempts', 0)}",
+                "-" if age is None else f"{age:.0f}s ago ({server.get('last_sync_reason')})",
+                f"{cache.get('entries', 0)} entries, {cache.get('hits', 0)} hits" if cache else "-",
+                str(server.get("last_error") or "-"),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
+             for row in rows]  # fmt: skip
+    state = "ready" if document.get("ready") else "starting"
+    lines.append(f"{state}; {document.get('catalog_tools', 0)} tools in the catalog")
+    return "\n".join(lines)

@@ -7,17 +7,23 @@ Front never mutates the Registry.
 Change notices reach hosts of both protocol eras (DESIGN §7): 2026-era hosts
 hold a ``subscriptions/listen`` stream served by the SDK's ``ListenHandler``
 over an in-memory bus; handshake-era hosts get ``notifications/tools/list_changed``
-on their connection, whose session the Front captures when the host finishes
-its handshake. ``serve_change_notices`` coalesces bursts of Registry changes
-into one notice per short window.
+on their connection, which the Front captures when the host finishes its
+handshake and forgets when the connection closes (the SDK unwinds the
+connection's ``exit_stack`` then), so many short-lived HTTP sessions do not
+pile up. ``serve_change_notices`` coalesces bursts of Registry changes into one
+notice per short window.
 
 Shutdown: ``begin_shutdown`` makes new calls fail at once with a clear error;
-``wait_idle`` returns when the calls already running have been answered (the
-owner reports each message written to the host through ``note_sent``). The owner
+``wait_idle`` returns when the calls already running have been answered (over
+stdio the owner reports each message written to the host through
+``note_sent``; over HTTP a call counts as answered when its handler returns,
+and the HTTP front tracks the responses still being written). The owner
 bounds that wait with the configured grace, then cancels.
 
+Every routed call is reported to the Supervisor's metrics (outcome, latency).
+
 Concurrency: the Front's tasks live in the caller's nursery (``serve_*`` run
-until cancelled). The unanswered-call set and the captured sessions are only
+until cancelled). The unanswered-call set and the captured connections are only
 touched without ``await`` in between, so they need no lock.
 """
 
@@ -30,15 +36,17 @@ import mcp_types as types
 import trio
 from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult
-from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor._version import __version__
-from supervisor.errors import UpstreamError
+from supervisor.catalog_wire import ToolsListWireCache
+from supervisor.errors import UpstreamError, UpstreamTimeout
+from supervisor.metrics import CallOutcome
 from supervisor.resources import ResourceRouter
 from supervisor.root import Supervisor
 
@@ -58,11 +66,20 @@ SERVER_NAME: Final = "mcp-supervisor"
 class Front:
     """Host-facing MCP server over the Supervisor's Registry."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, *, delivery_reported: bool = True) -> None:
+        """Build the Front's MCP server.
+
+        Args:
+            supervisor: Whose Registry and actors the Front serves.
+            delivery_reported: The owner calls ``note_sent`` for every message it
+                writes to the host (stdio). If False (HTTP), a call is settled when
+                its handler returns.
+        """
         self._supervisor = supervisor
+        self._delivery_reported = delivery_reported
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
-        self._legacy_sessions: list[ServerSession] = []
+        self._legacy_connections: set[Connection] = set()
         self._resources = ResourceRouter(supervisor)
         self._unanswered: set[types.RequestId] = set()
         """Ids of host calls whose answer has not been written to the host yet."""
@@ -80,6 +97,9 @@ class Front:
             on_read_resource=self._read_resource,
         )
         self.server.middleware.append(self._capture_legacy_session)
+        self.server.middleware.append(
+            ToolsListWireCache(supervisor.registry, settled=lambda: not supervisor.pending_first_attempts())
+        )
         self.init_options = self.server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     # -- handlers ---------------------------------------------------------------------
@@ -126,16 +146,28 @@ class Front:
         if call_id is not None:
             self._unanswered.add(call_id)
             self._idle = trio.Event() if len(self._unanswered) == 1 else self._idle
+        started = trio.current_time()
+        outcome: CallOutcome = "cancelled"
         try:
-            return await actor.call_tool(tool.raw_name, params.arguments)
+            result = await actor.call_tool(tool.raw_name, params.arguments)
+            outcome = "tool_error" if result.is_error else "ok"
+            return result
         except UpstreamError as exc:
+            outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
             logger.warning("server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc)
             return _error_result(str(exc))
+        except MCPError:
+            outcome = "rpc_error"
+            raise
         except trio.Cancelled:
             # Cancelled (host cancel or shutdown): whatever answer follows, the call is over.
             if call_id is not None:
                 self._settle(call_id)
             raise
+        finally:
+            self._supervisor.metrics.call_finished(tool.owner, outcome, trio.current_time() - started)
+            if call_id is not None and not self._delivery_reported:
+                self._settle(call_id)
 
     def note_sent(self, message: SessionMessage) -> None:
         """Record a message written to the host; an answer settles its call (see ``wait_idle``)."""
@@ -150,8 +182,18 @@ class Front:
     async def _capture_legacy_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
         if ctx.method == "notifications/initialized" and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
-            self._legacy_sessions.append(ctx.session)
+            # The SDK builds a new ServerSession per request; the connection is what lives as long
+            # as the host's session does. ServerSession has no public accessor for it (mcp 2.3).
+            connection: Connection = ctx.session._connection
+            if connection not in self._legacy_connections:
+                self._legacy_connections.add(connection)
+                connection.exit_stack.callback(self._legacy_connections.discard, connection)
         return result
+
+    @property
+    def legacy_hosts(self) -> int:
+        """How many handshake-era host connections are open (tests and status read it)."""
+        return len(self._legacy_connections)
 
     # -- change notices ---------------------------------------------------------------
 
@@ -169,8 +211,9 @@ class Front:
     async def _announce(self) -> None:
         logger.debug("catalog changed (%d tools); notifying hosts", len(self._supervisor.registry))
         await self._bus.publish(ToolsListChanged())
-        for session in self._legacy_sessions:
-            await session.send_tool_list_changed()
+        # A snapshot: connections may close (and leave the set) while we await.
+        for connection in list(self._legacy_connections):
+            await connection.send_tool_list_changed()  # best effort: the SDK never raises here
 
     # -- shutdown ---------------------------------------------------------------------
 

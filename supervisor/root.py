@@ -20,6 +20,7 @@ from collections.abc import Callable
 import trio
 
 from supervisor.cache import CatalogCache
+from supervisor.metrics import Metrics
 from supervisor.registry import RegisteredTool, Registry
 from supervisor.server_actor import Connector, ServerActor
 from supervisor.settings import Settings
@@ -57,12 +58,18 @@ class Supervisor:
         self.catalog_changed = ChangeSignal()
         self.registry = Registry(on_change=self.catalog_changed.notify)
         self.cache = CatalogCache(principal=settings.supervisor.principal)
+        self.metrics = Metrics(statuses=self.statuses, catalog_size=lambda: len(self.registry))
         self.actors: dict[str, ServerActor] = {}
         self.disabled: dict[str, ServerStatus] = {}
         for name, server in settings.mcp_servers.items():
             if server.enabled:
                 self.actors[name] = ServerActor(
-                    server, self.registry, connector=connector, cache=self.cache, on_status=on_status
+                    server,
+                    self.registry,
+                    connector=connector,
+                    cache=self.cache,
+                    on_status=on_status,
+                    events=self.metrics,
                 )
             else:
                 self.disabled[name] = ServerStatus(name, state="disabled")
@@ -84,6 +91,10 @@ class Supervisor:
     def startup_bound_sec(self) -> float:
         """The longest any server may take for its first attempt."""
         return max((actor.settings.startup_timeout_sec for actor in self.actors.values()), default=0.0)
+
+    def pending_first_attempts(self) -> list[str]:
+        """Enabled servers that have not finished their first attempt yet (readiness)."""
+        return [name for name, actor in self.actors.items() if not actor.first_attempt_done]
 
     def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None:
         """Find the tool and the actor that serves it, or None for an unknown name."""

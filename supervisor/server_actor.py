@@ -94,6 +94,16 @@ class UpstreamSession(Protocol):
     async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult: ...
 
 
+class ActorEvents(Protocol):
+    """Synchronous observers of an actor's milestones (``metrics.Metrics``); they must not block or raise."""
+
+    def sync_finished(self, server: str, reason: str, ok: bool) -> None: ...
+
+    def upstream_listed(self, server: str) -> None: ...
+
+    def generation_ended(self, server: str, *, gave_up: bool) -> None: ...
+
+
 class Connector(Protocol):
     """Opens one generation; ``open_upstream`` in production, a fake in unit tests."""
 
@@ -187,8 +197,10 @@ class ServerActor:
         cache: CatalogCache | None = None,
         rng: random.Random | None = None,
         on_status: Callable[[ServerStatus], None] | None = None,
+        events: ActorEvents | None = None,
     ) -> None:
         self.settings = settings
+        self._events = events
         self.name = settings.name
         self._registry = registry
         self._cache = cache
@@ -218,6 +230,11 @@ class ServerActor:
     def request_sync(self, mode: CacheMode, reason: SyncReason) -> None:
         """Enqueue a sync without waiting (safe from any task, including upstream callbacks)."""
         self._post(SyncRequest(mode, reason))
+
+    @property
+    def first_attempt_done(self) -> bool:
+        """Whether the first generation has connected and synced, or failed to."""
+        return self._first_attempt_done.is_set()
 
     async def wait_first_attempt(self) -> None:
         """Return once the first generation has connected and synced, or failed to."""
@@ -295,7 +312,10 @@ class ServerActor:
                 "server=%s generation=%d ended: %s (failure %d/%d)",
                 self.name, self.status.generation, end.error, failures, self.settings.reconnect.max_attempts,
             )  # fmt: skip
-            if failures >= self.settings.reconnect.max_attempts:
+            gave_up = failures >= self.settings.reconnect.max_attempts
+            if self._events is not None:
+                self._events.generation_ended(self.name, gave_up=gave_up)
+            if gave_up:
                 await self._give_up(end.error)
                 return
             await trio.sleep(self._backoff.delay_sec(failures))
@@ -438,6 +458,8 @@ class ServerActor:
         outcome = SyncOutcome(ok=True)
         if pending.mode is not None and pending.reason is not None:
             outcome = await self._sync(pending.mode, pending.reason)
+            if self._events is not None:
+                self._events.sync_finished(self.name, pending.reason, outcome.ok)
         for reply in pending.replies:
             # A waiter that gave up (its generation ended) has closed its end: nothing to tell.
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
@@ -467,6 +489,10 @@ class ServerActor:
             return self._sync_failed(reason, f"tools/list did not answer within {timeout:g}s (startup_timeout_sec)")
         finally:
             self.syncs_running -= 1
+            if self._events is not None and not (
+                ticket is not None and self._cache is not None and self._cache.served_from_cache(ticket)
+            ):
+                self._events.upstream_listed(self.name)
         return self._swap(reason, [tool for tool in listing if self.settings.tool_allowed(tool.name)])
 
     def _swap(self, reason: SyncReason, listing: Sequence[types.Tool]) -> SyncOutcome:

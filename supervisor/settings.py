@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import ipaddress
 import json
 import os
 import shlex
@@ -26,10 +27,10 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Final, Literal, Self
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
@@ -73,6 +74,20 @@ class ReconnectSettings(BaseModel):
         return self
 
 
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Bind addresses that only this machine can reach: no token needed for the admin endpoint there."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` exposes a socket to this machine only."""
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class FrontSettings(BaseModel):
     """How the host reaches the supervisor."""
 
@@ -82,13 +97,28 @@ class FrontSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8931, ge=1, le=65535)
     token: SecretStr | None = None
+    max_request_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
 
-    @field_validator("transport")
-    @classmethod
-    def _http_not_yet(cls, value: str) -> str:
-        if value == "http":
-            raise ValueError('the HTTP front is not available yet; set transport = "stdio"')
-        return value
+    @model_validator(mode="after")
+    def _http_needs_a_token(self) -> Self:
+        if self.transport == "http" and (self.token is None or not self.token.get_secret_value()):
+            raise ValueError(
+                'supervisor.front.token is required with transport = "http" (hosts must present it as a bearer '
+                'token); set token = "${MCP_SUPERVISOR_TOKEN}" in [supervisor.front] and export MCP_SUPERVISOR_TOKEN'
+            )
+        return self
+
+
+class AdminSettings(BaseModel):
+    """The ``[supervisor.admin]`` table: health, readiness, status and metrics over HTTP."""
+
+    model_config = _STRICT
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8932, ge=1, le=65535)
+    token: SecretStr | None = None
+    """Unset: the front's token applies (see ``SupervisorSection.admin_token``)."""
 
 
 class SupervisorSection(BaseModel):
@@ -101,6 +131,26 @@ class SupervisorSection(BaseModel):
     log_format: Literal["text", "json"] = "text"
     shutdown_grace_sec: float = Field(default=5.0, gt=0)
     front: FrontSettings = FrontSettings()
+    admin: AdminSettings = AdminSettings()
+
+    @model_validator(mode="after")
+    def _exposed_admin_needs_a_token(self) -> Self:
+        if self.admin.enabled and self.admin_token is None and not is_loopback(self.admin.host):
+            raise ValueError(
+                f"supervisor.admin.token is required: supervisor.admin.host = {self.admin.host!r} is reachable "
+                "from other machines, so the admin endpoint needs a token; set supervisor.admin.token "
+                '(or supervisor.front.token) = "${MCP_SUPERVISOR_TOKEN}", '
+                'or bind host = "127.0.0.1"'
+            )
+        return self
+
+    @property
+    def admin_token(self) -> SecretStr | None:
+        """The admin endpoint's bearer token: its own, else the front's, else None (loopback only)."""
+        for token in (self.admin.token, self.front.token):
+            if token is not None and token.get_secret_value():
+                return token
+        return None
 
 
 class DefaultsSection(BaseModel):
@@ -299,9 +349,10 @@ def _prepare(data: dict[str, Any], environ: Mapping[str, str], path: Path) -> No
     if "source_path" in data:
         raise ConfigError(f"{path}: {_unknown_key_message((), 'source_path')}")
     supervisor = data.get("supervisor")
-    front = supervisor.get("front") if isinstance(supervisor, dict) else None
-    if isinstance(front, dict) and isinstance(front.get("token"), str):
-        front["token"] = _expand(front["token"], environ, path, "supervisor.front.token")
+    for table_name in ("front", "admin"):
+        table = supervisor.get(table_name) if isinstance(supervisor, dict) else None
+        if isinstance(table, dict) and isinstance(table.get("token"), str):
+            table["token"] = _expand(table["token"], environ, path, f"supervisor.{table_name}.token")
     defaults = data.get("defaults", {})
     inherited = (
         {k: v for k, v in defaults.items() if k in DefaultsSection.model_fields} if isinstance(defaults, dict) else {}
@@ -447,7 +498,9 @@ def describe_settings(settings: Settings) -> str:
         f"  log_format = {sup.log_format}",
         f"  shutdown_grace_sec = {sup.shutdown_grace_sec:g}",
         f"  front = {front.transport} (host {front.host}, port {front.port}, "
-        f"token {'(unset)' if front.token is None else MASK})",
+        f"token {'(unset)' if front.token is None else MASK}, max_request_body_bytes {front.max_request_body_bytes})",
+        f"  admin = {'enabled' if sup.admin.enabled else 'disabled'} (host {sup.admin.host}, port {sup.admin.port}, "
+        f"token {_describe_admin_token(sup)})",
     ]
     if not settings.mcp_servers:
         lines.append("(no servers configured)")
@@ -481,3 +534,9 @@ def describe_settings(settings: Settings) -> str:
 
 def _masked_pairs(values: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={MASK}" for k in sorted(values)) or "(none)"
+
+
+def _describe_admin_token(sup: SupervisorSection) -> str:
+    if sup.admin.token is not None:
+        return MASK
+    return f"{MASK} (the front's)" if sup.admin_token is not None else "(unset)"

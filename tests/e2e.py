@@ -485,18 +485,24 @@ class HttpSidecar:
     token: str
     exit_code: int | None = None
     exit_after_sigterm_sec: float | None = None
+    sigterm_at: float | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
-    async def stop(self) -> int:
-        """SIGTERM, then wait (bounded) for the exit; SIGKILL on overrun. Returns the exit code."""
-        proc = self.process
-        if proc.returncode is None:
+    def terminate(self) -> None:
+        """Send SIGTERM once (a second one during the graceful stop could hit the default handler)."""
+        if self.sigterm_at is None and self.process.returncode is None:
+            self.sigterm_at = trio.current_time()
             with suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        sent_at = trio.current_time()
+                self.process.send_signal(signal.SIGTERM)
+
+    async def stop(self) -> int:
+        """SIGTERM (unless sent already), wait (bounded) for the exit, SIGKILL on overrun; return the exit code."""
+        proc = self.process
+        self.terminate()
+        sent_at = self.sigterm_at if self.sigterm_at is not None else trio.current_time()
         with trio.move_on_after(SIDECAR_EXIT_BOUND_SEC):
             await proc.wait()
         if proc.returncode is None:

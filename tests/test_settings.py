@@ -298,11 +298,49 @@ def test_wrong_types_are_listed_one_per_line(tmp_path: Path) -> None:
     assert "\n  mcp_servers.files.args: Input should be a valid list" in message
 
 
-def test_the_http_front_is_rejected_until_it_exists(tmp_path: Path) -> None:
+def test_the_http_front_requires_a_token(tmp_path: Path) -> None:
     message = config_error(tmp_path, '[supervisor.front]\ntransport = "http"\n')
-    assert "supervisor.front.transport" in message
-    assert "not available yet" in message
-    assert '"stdio"' in message
+    assert "settings.toml" in message
+    assert "supervisor.front.token is required" in message
+    assert "MCP_SUPERVISOR_TOKEN" in message
+
+
+def test_the_http_front_loads_with_a_token_and_a_body_limit(tmp_path: Path) -> None:
+    text = '[supervisor.front]\ntransport = "http"\ntoken = "${T}"\nmax_request_body_bytes = 2048\n'
+    front = load_text(tmp_path, text, {"T": "tok"}).supervisor.front
+    assert (front.transport, front.host, front.max_request_body_bytes) == ("http", "127.0.0.1", 2048)
+    assert front.token is not None
+    assert front.token.get_secret_value() == "tok"
+
+
+def test_the_front_body_limit_defaults_to_one_mebibyte(tmp_path: Path) -> None:
+    assert load_text(tmp_path, "").supervisor.front.max_request_body_bytes == 1_048_576
+
+
+def test_an_admin_endpoint_on_a_reachable_address_without_a_token_is_a_config_error(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[supervisor.admin]\nenabled = true\nhost = "0.0.0.0"\n')
+    assert "settings.toml" in message
+    assert "supervisor.admin.token is required" in message
+    assert '"0.0.0.0"' in message or "'0.0.0.0'" in message
+
+
+def test_the_admin_endpoint_reuses_the_front_token_and_may_go_without_one_on_loopback(tmp_path: Path) -> None:
+    text = '[supervisor.front]\ntoken = "front-tok"\n[supervisor.admin]\nenabled = true\nhost = "0.0.0.0"\n'
+    section = load_text(tmp_path, text).supervisor
+    assert section.admin_token is not None
+    assert section.admin_token.get_secret_value() == "front-tok"
+    local = load_text(tmp_path, "[supervisor.admin]\nenabled = true\n").supervisor
+    assert (local.admin.host, local.admin.port, local.admin_token) == ("127.0.0.1", 8932, None)
+
+
+def test_the_admin_token_is_interpolated_and_masked(tmp_path: Path) -> None:
+    text = '[supervisor.admin]\nenabled = true\ntoken = "${ADMIN_T}"\n'
+    settings = load_text(tmp_path, text, {"ADMIN_T": "admin-secret-value"})
+    assert settings.supervisor.admin.token is not None
+    assert settings.supervisor.admin.token.get_secret_value() == "admin-secret-value"
+    described = describe_settings(settings)
+    assert "admin-secret-value" not in described
+    assert "admin = enabled (host 127.0.0.1, port 8932, token ***)" in described
 
 
 def test_a_secret_with_a_wrong_type_is_not_echoed(tmp_path: Path) -> None:

@@ -1,0 +1,186 @@
+"""What the HTTP front and the admin endpoint share: a guarding ASGI middleware and hypercorn-on-trio serving.
+
+``HttpGuard`` wraps an ASGI app and answers, before the app sees a byte of
+the body, in this order:
+
+1. ``503`` once ``refuse_new`` was called (graceful stop: no new requests);
+2. ``421`` / ``403`` for a ``Host`` / ``Origin`` that is not an allowed name
+   (DNS-rebinding protection; local names always, plus the bound host);
+3. ``401`` without a matching ``Authorization: Bearer`` token (compared with
+   ``hmac.compare_digest``); the body says nothing about the catalog;
+4. ``404`` outside the app's paths;
+5. ``413`` when ``Content-Length`` exceeds the limit. A body without a length
+   is limited by the wrapped app as it streams (the SDK's
+   ``RequestBodyLimitMiddleware`` stops reading at the limit).
+
+It also counts the POSTs in flight, so a graceful stop can wait (bounded, by
+its caller) until every answer has been written: ``wait_idle``.
+
+``serve_asgi`` runs hypercorn's trio worker in the caller's task (uvicorn is
+asyncio-only). It binds before it reports started, so a port in use is a
+``SupervisorError`` naming the settings key, and it ends when cancelled.
+Concurrency: the guard's counters change without ``await`` in between, so
+they need no lock.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Collection
+from functools import partial
+from typing import TYPE_CHECKING, Final, cast
+from urllib.parse import urlsplit
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio.run import worker_serve
+from hypercorn.utils import wrap_app
+from pydantic import SecretStr
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from supervisor.errors import SupervisorError
+
+if TYPE_CHECKING:
+    from hypercorn.typing import ASGIFramework
+
+logger = logging.getLogger(__name__)
+
+LOCAL_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+_WILDCARD_BINDS: Final = frozenset({"0.0.0.0", "::", ""})
+
+
+def allowed_names(bind_host: str) -> frozenset[str]:
+    """Host names a request may carry in ``Host``/``Origin``: the local names and the bound host."""
+    return LOCAL_NAMES if bind_host in _WILDCARD_BINDS else LOCAL_NAMES | {bind_host.strip("[]").lower()}
+
+
+def _hostname(value: str) -> str | None:
+    """The host part of a ``Host`` header (``name``, ``name:port``, ``[v6]:port``), lower-cased."""
+    try:
+        return urlsplit(f"//{value}").hostname
+    except ValueError:
+        return None
+
+
+class HttpGuard:
+    """ASGI middleware: stop gate, rebinding protection, bearer auth, paths, declared body size."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: SecretStr | None,
+        names: Collection[str],
+        paths: Collection[str],
+        max_body_bytes: int,
+    ) -> None:
+        self._app = app
+        self._expected = None if token is None else f"Bearer {token.get_secret_value()}".encode()
+        self._names = frozenset(names)
+        self._paths = frozenset(paths)
+        self._max_body_bytes = max_body_bytes
+        self._refusing = False
+        self._posts_in_flight = 0
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def refuse_new(self) -> None:
+        """Answer every request that arrives from now on with 503."""
+        self._refusing = True
+
+    async def wait_idle(self) -> None:
+        """Return once no POST is being served (every answer written)."""
+        await self._idle.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _serve_lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return  # no websockets here
+        problem = self._check(scope)
+        if problem is not None:
+            status, text = problem
+            headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+            await PlainTextResponse(text, status_code=status, headers=headers)(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        self._posts_in_flight += 1
+        self._idle = trio.Event() if self._posts_in_flight == 1 else self._idle
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self._posts_in_flight -= 1
+            if not self._posts_in_flight:
+                self._idle.set()
+
+    def _check(self, scope: Scope) -> tuple[int, str] | None:
+        """The refusal for this request, or None to let it through (synchronous: no body is read)."""
+        if self._refusing:
+            return 503, "mcp-supervisor is shutting down"
+        headers = Headers(scope=scope)
+        if _hostname(headers.get("host", "")) not in self._names:
+            return 421, "Invalid Host header"
+        origin = headers.get("origin")
+        if origin is not None and (urlsplit(origin).hostname or "") not in self._names:
+            return 403, "Invalid Origin header"
+        if self._expected is not None and not hmac.compare_digest(
+            headers.get("authorization", "").encode(), self._expected
+        ):
+            return 401, "Unauthorized: send the sidecar's token as 'Authorization: Bearer <token>'"
+        if scope["path"] not in self._paths:
+            return 404, "Not found"
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self._max_body_bytes:
+            return 413, f"Request body too large (limit {self._max_body_bytes} bytes)"
+        return None
+
+
+async def _serve_lifespan(receive: Receive, send: Send) -> None:
+    """The owner runs what needs a lifespan (the SDK's session manager) itself; just acknowledge."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def serve_asgi(
+    app: ASGIApp,
+    *,
+    host: str,
+    port: int,
+    settings_key: str,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``app`` on ``host:port`` with hypercorn's trio worker until cancelled.
+
+    Raises:
+        SupervisorError: The address cannot be bound (in use, not local, no permission).
+    """
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    try:
+        sockets = config.create_sockets()
+        for sock in sockets.insecure_sockets:
+            sock.listen(config.backlog)  # hypercorn listens only on sockets it created itself
+    except OSError as exc:
+        raise SupervisorError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); free the port or change "
+            f"{settings_key}.port / {settings_key}.host"
+        ) from exc
+    logger.info("listening on http://%s", config.bind[0])
+    # Starlette-style ASGI callables are looser than hypercorn's typed protocol; same callable at runtime.
+    wrapped = wrap_app(cast("ASGIFramework", app), config.wsgi_max_body_size, "asgi")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(worker_serve, wrapped, config, sockets=sockets))
+        task_status.started()

@@ -1,0 +1,145 @@
+"""Prometheus metrics of one Supervisor, on its own ``CollectorRegistry`` (never the global one).
+
+The Front and the ServerActors report through small synchronous hooks
+(``call_finished``, ``sync_finished``, ``upstream_listed``,
+``generation_ended``); values that are cheaper to read than to track (catalog
+size, servers by state, child processes alive) are computed when ``/metrics``
+is scraped. Nothing here awaits: under trio every hook is atomic, and
+prometheus-client's own locks are never contended across tasks.
+
+Exported (all prefixed ``mcp_supervisor_``):
+
+* ``tool_calls_total{server, outcome}``: host calls routed upstream; outcome is
+  ``ok``, ``tool_error`` (``isError`` result), ``rpc_error`` (JSON-RPC error),
+  ``unavailable``, ``timeout`` or ``cancelled``.
+* ``tool_call_duration_seconds{server}``: latency of those calls (histogram).
+* ``syncs_total{server, reason, outcome}``: catalog syncs, ``ok`` or ``failed``.
+* ``reconnects_total{server}``, ``give_ups_total{server}``.
+* ``upstream_tools_list_total{server}``: syncs whose ``tools/list`` went to the
+  server (a paginated listing counts once; a catalog-reuse hit does not count).
+* ``catalog_tools``, ``server_tools{server}``, ``servers{state}``, ``child_processes``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from supervisor.status import ServerStatus
+
+CallOutcome = Literal["ok", "tool_error", "rpc_error", "unavailable", "timeout", "cancelled"]
+PREFIX: Final = "mcp_supervisor"
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Metrics:
+    """The metric families of one Supervisor and the hooks that move them."""
+
+    def __init__(
+        self,
+        *,
+        statuses: Callable[[], Sequence[ServerStatus]],
+        catalog_size: Callable[[], int],
+    ) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._calls = Counter(
+            f"{PREFIX}_tool_calls", "Host tool calls routed upstream, by outcome.", ["server", "outcome"], registry=r
+        )
+        self._latency = Histogram(
+            f"{PREFIX}_tool_call_duration_seconds",
+            "Latency of host tool calls routed upstream.",
+            ["server"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self._syncs = Counter(
+            f"{PREFIX}_syncs", "Catalog syncs (fetch + swap), by reason and outcome.", ["server", "reason", "outcome"],
+            registry=r,
+        )  # fmt: skip
+        self._reconnects = Counter(
+            f"{PREFIX}_reconnects", "Generations that ended and were retried.", ["server"], registry=r
+        )
+        self._give_ups = Counter(f"{PREFIX}_give_ups", "Servers given up after max_attempts.", ["server"], registry=r)
+        self._listed = Counter(
+            f"{PREFIX}_upstream_tools_list",
+            "Syncs whose tools/list went to the server (not served by catalog reuse).",
+            ["server"],
+            registry=r,
+        )
+        r.register(_ScrapeTimeCollector(statuses, catalog_size))
+
+    # -- hooks (synchronous, never raise) -------------------------------------------------
+
+    def call_finished(self, server: str, outcome: CallOutcome, seconds: float) -> None:
+        self._calls.labels(server, outcome).inc()
+        self._latency.labels(server).observe(seconds)
+
+    def sync_finished(self, server: str, reason: str, ok: bool) -> None:
+        self._syncs.labels(server, reason, "ok" if ok else "failed").inc()
+
+    def upstream_listed(self, server: str) -> None:
+        self._listed.labels(server).inc()
+
+    def generation_ended(self, server: str, *, gave_up: bool) -> None:
+        (self._give_ups if gave_up else self._reconnects).labels(server).inc()
+
+    # -- exposition -----------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every family."""
+        return generate_latest(self.registry)
+
+
+class _ScrapeTimeCollector(Collector):
+    """Gauges read at scrape time instead of being tracked."""
+
+    def __init__(self, statuses: Callable[[], Sequence[ServerStatus]], catalog_size: Callable[[], int]) -> None:
+        self._statuses = statuses
+        self._catalog_size = catalog_size
+
+    def collect(self) -> Iterable[Metric]:
+        statuses = self._statuses()
+        yield GaugeMetricFamily(f"{PREFIX}_catalog_tools", "Tools the host sees now.", value=self._catalog_size())
+        per_server = GaugeMetricFamily(f"{PREFIX}_server_tools", "Tools registered per server.", labels=["server"])
+        states = GaugeMetricFamily(f"{PREFIX}_servers", "Configured servers by state.", labels=["state"])
+        counts = dict.fromkeys(("connecting", "ready", "reconnecting", "failed", "disabled"), 0)
+        for status in statuses:
+            per_server.add_metric([status.name], status.tool_count)
+            counts[status.state] += 1
+        for state, count in counts.items():
+            states.add_metric([state], count)
+        yield per_server
+        yield states
+        yield GaugeMetricFamily(
+            f"{PREFIX}_child_processes", "Live child processes of the sidecar (stdio servers).", value=_live_children()
+        )
+
+
+def _live_children() -> int:
+    """Count this process's live (non-zombie) children from ``/proc``; 0 where there is no ``/proc``."""
+    me = str(os.getpid())
+    alive = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes().decode()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == me and fields[0] not in ("Z", "X"):
+            alive += 1
+    return alive
