@@ -28,7 +28,7 @@ from supervisor.errors import ConfigError, SupervisorError
 from supervisor.importer import convert_mcp_servers_json
 from supervisor.root import Supervisor
 from supervisor.serve import serve
-from supervisor.settings import Settings, default_config_path, describe_settings, load_settings
+from supervisor.settings import Settings, default_config_path, describe_settings, interpolation_environ, load_settings
 from supervisor.status import ServerStatus
 
 logger = logging.getLogger("supervisor")
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _import(args.file)
         if command == "status":
             return _status(args.admin_url, args.config)
-        settings = load_settings(args.config, environ=_interpolation_environ())
+        settings = load_settings(args.config, environ=interpolation_environ())
         _configure_logging(settings, quiet=command in ("tools", "call") and not args.verbose)
         match command:
             case "check":
@@ -108,17 +108,6 @@ def _parser() -> argparse.ArgumentParser:
     imp = commands.add_parser("import", help="convert an mcpServers JSON file to settings TOML")
     imp.add_argument("file", type=Path)
     return parser
-
-
-def _interpolation_environ() -> dict[str, str]:
-    """The process environment plus ``SUPERVISOR_PYTHON``: this interpreter, unless set.
-
-    The bundled settings start the demo servers with ``${SUPERVISOR_PYTHON}``, so
-    they run in the sidecar's own environment, wherever it is installed.
-    """
-    environ = dict(os.environ)
-    environ.setdefault("SUPERVISOR_PYTHON", sys.executable)
-    return environ
 
 
 # -- logging ----------------------------------------------------------------------------
@@ -271,7 +260,7 @@ def _status(admin_url: str | None, config: Path | None) -> int:
     if admin_url is None:
         admin_url = DEFAULT_ADMIN_URL
         if config is not None or default_config_path().exists():
-            settings = load_settings(config, environ=_interpolation_environ())
+            settings = load_settings(config, environ=interpolation_environ())
             admin = settings.supervisor.admin
             admin_url = f"http://{f'[{admin.host}]' if ':' in admin.host else admin.host}:{admin.port}"
             if token is None and settings.supervisor.admin_token is not None:

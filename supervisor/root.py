@@ -9,7 +9,20 @@ shielded, bounded cleanup (I11).
 Who changes what: only ServerActors mutate the Registry (through their
 mailboxes); the Front and the CLI only read it and route calls through
 ``route``. ``catalog_changed`` is a level-triggered wake-up for readers that
-must react to Registry changes (the Front's notifier).
+must react to Registry changes (the Front's notifier). The one exception is
+``reload``: a server removed from the configuration (or disabled) has no actor
+left to withdraw its tools, so the Supervisor does it, after that actor has
+stopped.
+
+Reload (SIGHUP): ``reload`` compares the new settings with the running ones.
+Removed or disabled servers are stopped and withdrawn; new ones are started;
+a server whose table changed, or that gave up (``failed``), is restarted with
+a fresh actor. A restarted server keeps its previous tools listed until its
+new actor's first sync (a ``refresh``) swaps them, so the host never sees a
+gap. Each actor runs in its own cancel scope inside the Supervisor's nursery,
+so one can be stopped without touching the others; stopping waits for the
+actor's shielded, bounded transport cleanup (I11), so a new generation never
+overlaps the old child.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ from supervisor.cache import CatalogCache
 from supervisor.metrics import Metrics
 from supervisor.registry import RegisteredTool, Registry
 from supervisor.server_actor import Connector, ServerActor
-from supervisor.settings import Settings
+from supervisor.settings import ServerSettings, Settings
 from supervisor.status import ServerStatus
 
 logger = logging.getLogger(__name__)
@@ -44,6 +57,22 @@ class ChangeSignal:
         await self._event.wait()
 
 
+class _RunningActor:
+    """One actor running in its own cancel scope, so it can be stopped alone."""
+
+    def __init__(self, actor: ServerActor) -> None:
+        self.actor = actor
+        self.scope = trio.CancelScope()
+        self.done = trio.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with self.scope:
+                await self.actor.run(task_status=task_status)
+        finally:
+            self.done.set()
+
+
 class Supervisor:
     """Owns the Registry and the ServerActors of one configuration."""
 
@@ -61,30 +90,88 @@ class Supervisor:
         self.metrics = Metrics(statuses=self.statuses, catalog_size=lambda: len(self.registry))
         self.actors: dict[str, ServerActor] = {}
         self.disabled: dict[str, ServerStatus] = {}
+        concurrency = settings.supervisor.spawn_concurrency
+        self._startup_slots = trio.CapacityLimiter(concurrency) if concurrency else None
+        self._connector = connector
+        self._on_status = on_status
+        self._nursery: trio.Nursery | None = None
+        self._running: dict[str, _RunningActor] = {}
         for name, server in settings.mcp_servers.items():
             if server.enabled:
-                self.actors[name] = ServerActor(
-                    server,
-                    self.registry,
-                    connector=connector,
-                    cache=self.cache,
-                    on_status=on_status,
-                    events=self.metrics,
-                )
+                self.actors[name] = self._new_actor(server)
             else:
                 self.disabled[name] = ServerStatus(name, state="disabled")
+
+    def _new_actor(self, server: ServerSettings) -> ServerActor:
+        return ServerActor(
+            server,
+            self.registry,
+            connector=self._connector,
+            cache=self.cache,
+            on_status=self._on_status,
+            events=self.metrics,
+            startup_slots=self._startup_slots,
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run every enabled server's actor until cancelled."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             for actor in self.actors.values():
-                await nursery.start(actor.run)
+                await self._start(actor)
             logger.info("supervising %d servers (%d disabled)", len(self.actors), len(self.disabled))
             task_status.started()
+            # The nursery must stay open even with no actor left: a reload may start new ones.
+            await trio.sleep_forever()
+
+    async def reload(self, new: Settings) -> list[str]:
+        """Apply a new configuration to the running servers; return one line per change made.
+
+        Must run while ``run`` is running (it starts actors in its nursery).
+        """
+        changes: list[str] = []
+        if new.supervisor != self.settings.supervisor:
+            changes.append("[supervisor] changed: those settings apply at the next start")
+        old_servers = self.settings.mcp_servers
+        for name in list(self.actors):
+            server = new.mcp_servers.get(name)
+            if server is None or not server.enabled:
+                await self._stop(name)
+                self.registry.withdraw(name)
+                changes.append(f"{name}: {'removed' if server is None else 'disabled'}; its tools are withdrawn")
+            elif server != old_servers[name] or self.actors[name].status.state == "failed":
+                why = "settings changed" if server != old_servers[name] else "it had failed"
+                if server.target != old_servers[name].target:
+                    self.cache.evict(name, "config")
+                await self._stop(name)
+                self.actors[name] = self._new_actor(server)
+                await self._start(self.actors[name])
+                changes.append(f"{name}: restarted ({why})")
+        for name, server in new.mcp_servers.items():
+            if server.enabled and name not in self.actors:
+                self.actors[name] = self._new_actor(server)
+                await self._start(self.actors[name])
+                changes.append(f"{name}: started")
+        self.disabled = {n: ServerStatus(n, state="disabled") for n, s in new.mcp_servers.items() if not s.enabled}
+        self.settings = new
+        return changes
+
+    async def _start(self, actor: ServerActor) -> None:
+        assert self._nursery is not None, "actors start inside Supervisor.run"
+        running = _RunningActor(actor)
+        self._running[actor.name] = running
+        await self._nursery.start(running.run)
+
+    async def _stop(self, name: str) -> None:
+        """Cancel one actor and wait until its child is gone (bounded by the transport's cleanup)."""
+        self.actors.pop(name)
+        running = self._running.pop(name)
+        running.scope.cancel(f"{name} is being stopped by a configuration reload")
+        await running.done.wait()
 
     async def wait_first_attempts(self) -> None:
         """Return once every enabled server has finished its first attempt, successful or not."""
-        for actor in self.actors.values():
+        for actor in list(self.actors.values()):  # a reload may change the dict while we wait
             await actor.wait_first_attempt()
 
     @property

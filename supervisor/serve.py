@@ -29,11 +29,11 @@ from mcp.shared.message import SessionMessage
 
 from supervisor._stdio_wire import WriteStream, open_stdio_wire
 from supervisor.admin import AdminEndpoint
-from supervisor.errors import SupervisorError
+from supervisor.errors import ConfigError, SupervisorError
 from supervisor.front import Front
 from supervisor.front_http import HttpHostLink
 from supervisor.root import Supervisor
-from supervisor.settings import Settings
+from supervisor.settings import Settings, interpolation_environ, load_settings
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ async def _serve(settings: Settings) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, stop)
         await nursery.start(supervisor.run)
+        nursery.start_soon(_reload_on_sighup, supervisor)
         nursery.start_soon(front.serve_change_notices)
         nursery.start_soon(_announce_ready, supervisor)
         if settings.supervisor.admin.enabled:
@@ -161,6 +162,20 @@ async def _relay_to_host(front: Front, source: MemoryObjectReceiveStream[Session
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 logger.debug("host wire closed; dropping outgoing messages")
             front.note_sent(message)
+
+
+async def _reload_on_sighup(supervisor: Supervisor) -> None:
+    """SIGHUP: re-read the settings file and apply it; a bad file is logged and changes nothing."""
+    path = supervisor.settings.source_path
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            try:
+                new = load_settings(path, environ=interpolation_environ())
+            except ConfigError as exc:
+                logger.error("reload refused, the running configuration stays: %s", exc)
+                continue
+            changes = await supervisor.reload(new)
+            logger.info("configuration reloaded from %s: %s", path, "; ".join(changes) or "nothing changed")
 
 
 async def _stop_on_signal(stop: trio.Event) -> None:

@@ -198,8 +198,11 @@ class ServerActor:
         rng: random.Random | None = None,
         on_status: Callable[[ServerStatus], None] | None = None,
         events: ActorEvents | None = None,
+        startup_slots: trio.CapacityLimiter | None = None,
     ) -> None:
         self.settings = settings
+        self._startup_slots = startup_slots
+        self._holding_startup_slot = False
         self._events = events
         self.name = settings.name
         self._registry = registry
@@ -321,6 +324,21 @@ class ServerActor:
             await trio.sleep(self._backoff.delay_sec(failures))
 
     async def _run_generation(self, *, first: bool) -> _GenerationEnd:
+        # Waiting for a start-up slot (spawn_concurrency) does not count against startup_timeout_sec.
+        if self._startup_slots is not None:
+            await self._startup_slots.acquire()
+            self._holding_startup_slot = True
+        try:
+            return await self._connect_and_serve(first=first)
+        finally:
+            self._release_startup_slot()
+
+    def _release_startup_slot(self) -> None:
+        if self._startup_slots is not None and self._holding_startup_slot:
+            self._holding_startup_slot = False
+            self._startup_slots.release()
+
+    async def _connect_and_serve(self, *, first: bool) -> _GenerationEnd:
         timeout = self.settings.startup_timeout_sec
         ready_at: float | None = None
         with trio.CancelScope(deadline=trio.current_time() + timeout) as startup:
@@ -337,6 +355,7 @@ class ServerActor:
                         startup.deadline = math.inf
                         ready_at = trio.current_time()
                         self._ever_ready = True
+                        self._release_startup_slot()
                         self._set_status(
                             state="ready",
                             ready_at=ready_at,

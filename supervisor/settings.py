@@ -22,6 +22,7 @@ import ipaddress
 import json
 import os
 import shlex
+import sys
 import tomllib
 import types
 import typing
@@ -49,7 +50,7 @@ _SERVER_INTERPOLATED = {"command": "str", "args": "list", "env": "dict", "url": 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 DEFAULT_LIST_CHANGED_DEBOUNCE_MS = 50
 """Quiet window after a server's last ``list_changed`` before its re-sync starts."""
-DEFAULT_LIST_CHANGED_MAX_WAIT_MS = 250
+DEFAULT_LIST_CHANGED_MAX_WAIT_MS = 500
 """A continuous storm of notices still gets a re-sync this soon after its first notice."""
 
 
@@ -130,6 +131,8 @@ class SupervisorSection(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     shutdown_grace_sec: float = Field(default=5.0, gt=0)
+    spawn_concurrency: int = Field(default=0, ge=0, le=10_000)
+    """How many servers may be starting (connect + first sync) at once; 0 = no limit."""
     front: FrontSettings = FrontSettings()
     admin: AdminSettings = AdminSettings()
 
@@ -291,6 +294,17 @@ class _EnvSource(EnvSettingsSource):
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
         return {(k if self.case_sensitive else k.lower()): v for k, v in self._environ.items()}
+
+
+def interpolation_environ() -> dict[str, str]:
+    """The process environment plus ``SUPERVISOR_PYTHON``: this interpreter, unless set.
+
+    The bundled settings start the demo servers with ``${SUPERVISOR_PYTHON}``, so
+    they run in the sidecar's own environment, wherever it is installed.
+    """
+    environ = dict(os.environ)
+    environ.setdefault("SUPERVISOR_PYTHON", sys.executable)
+    return environ
 
 
 def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -497,6 +511,7 @@ def describe_settings(settings: Settings) -> str:
         f"  log_level = {sup.log_level}",
         f"  log_format = {sup.log_format}",
         f"  shutdown_grace_sec = {sup.shutdown_grace_sec:g}",
+        f"  spawn_concurrency = {sup.spawn_concurrency or '(no limit)'}",
         f"  front = {front.transport} (host {front.host}, port {front.port}, "
         f"token {'(unset)' if front.token is None else MASK}, max_request_body_bytes {front.max_request_body_bytes})",
         f"  admin = {'enabled' if sup.admin.enabled else 'disabled'} (host {sup.admin.host}, port {sup.admin.port}, "

@@ -629,3 +629,36 @@ async def test_I10_a_first_fetch_that_hangs_fails_the_generation_after_exactly_s
             assert fake.fetch_times == [0.0, 4.5]
             assert rig.state() == "ready"
             assert rig.registered() == _names("echo")
+
+
+# -- spawn concurrency --------------------------------------------------------------------
+
+
+async def test_a_startup_slot_is_held_from_connect_until_ready_and_waiting_for_one_costs_no_startup_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slots = trio.CapacityLimiter(1)
+    registry = Registry()
+    fakes = [FakeServer([tool("echo")], name=f"s{i}") for i in range(3)]
+    for fake in fakes:
+        fake.fetch_delay_sec = 3.0  # each first sync takes 3 s; the startup timeout is 5 s
+    actors = [
+        ServerActor(
+            _settings().model_copy(update={"name": fake.name}),
+            registry,
+            connector=fake.connect,
+            rng=random.Random(0),
+            startup_slots=slots,
+        )
+        for fake in fakes
+    ]
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            for actor in actors:
+                await nursery.start(actor.run)
+            for actor in actors:
+                await actor.wait_first_attempt()
+            nursery.cancel_scope.cancel()
+    # One at a time: each starts when the previous one is ready, and none timed out waiting.
+    assert [fake.connect_times for fake in fakes] == [[0.0], [3.0], [6.0]]
+    assert [actor.status.state for actor in actors] == ["ready", "ready", "ready"]

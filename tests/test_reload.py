@@ -1,0 +1,137 @@
+"""Configuration reload (SIGHUP): what restarts, what stays, and that it revives a failed server (I10).
+
+Unit tests drive ``Supervisor.reload`` with in-process fakes on the virtual
+clock; one end-to-end test sends a real SIGHUP to ``python -m supervisor run``.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from supervisor.root import Supervisor
+from supervisor.server_actor import UpstreamSession
+from supervisor.settings import ReconnectSettings, ServerSettings, Settings
+from tests.e2e import command_server, fixture_server, open_host, write_settings
+from tests.fakes import FakeServer, tool
+
+BOUND_SEC = 60.0
+
+
+def _server(name: str, command: str = "x", **changes: Any) -> ServerSettings:
+    return ServerSettings(
+        name=name,
+        command=command,
+        startup_timeout_sec=5.0,
+        reconnect=ReconnectSettings(max_attempts=2, initial_delay_ms=100, max_delay_ms=1000, jitter=0.0),
+        **changes,
+    )
+
+
+def _settings(*servers: ServerSettings) -> Settings:
+    return Settings(mcp_servers={server.name: server for server in servers})
+
+
+class Fleet:
+    """One FakeServer per server name, behind the Supervisor's connector seam."""
+
+    def __init__(self, **fakes: FakeServer) -> None:
+        self.fakes = fakes
+
+    def connect(
+        self, settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+    ) -> AbstractAsyncContextManager[UpstreamSession]:
+        return self.fakes[settings.name].connect(settings, on_tools_changed=on_tools_changed)
+
+
+@asynccontextmanager
+async def running(supervisor: Supervisor) -> AsyncIterator[None]:
+    async with trio.open_nursery() as nursery:
+        await nursery.start(supervisor.run)
+        yield
+        nursery.cancel_scope.cancel()
+
+
+def _owners(supervisor: Supervisor) -> list[str]:
+    return sorted(
+        {tool.public_name for tool in supervisor.registry.owned_by("a")}
+        | {tool.public_name for tool in supervisor.registry.owned_by("b")}
+    )
+
+
+async def test_I10_a_reload_revives_a_server_that_gave_up(autojump_clock: trio.testing.MockClock) -> None:
+    a = FakeServer([tool("echo")], name="a")
+    a.connect_default = "fail"
+    supervisor = Supervisor(_settings(_server("a")), connector=Fleet(a=a).connect)
+    with trio.fail_after(BOUND_SEC):
+        async with running(supervisor):
+            await supervisor.wait_first_attempts()
+            await trio.sleep(5)
+            assert supervisor.statuses()[0].state == "failed"
+            a.connect_default = "ok"  # the operator fixed it
+            changes = await supervisor.reload(_settings(_server("a")))
+            assert changes == ["a: restarted (it had failed)"]
+            await supervisor.wait_first_attempts()
+            assert supervisor.statuses()[0].state == "ready"
+            assert [t.public_name for t in supervisor.registry.owned_by("a")] == ["mcp__a__echo"]
+
+
+async def test_a_reload_restarts_only_changed_servers_and_keeps_their_tools_listed_meanwhile(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b = FakeServer([tool("echo")], name="a"), FakeServer([tool("add")], name="b")
+    supervisor = Supervisor(_settings(_server("a"), _server("b")), connector=Fleet(a=a, b=b).connect)
+    with trio.fail_after(BOUND_SEC):
+        async with running(supervisor):
+            await supervisor.wait_first_attempts()
+            seen: list[list[str]] = []
+            supervisor.registry._on_change = lambda: seen.append([t.name for t in supervisor.registry.tools()])
+            b.tools = [tool("add"), tool("sub")]
+            changes = await supervisor.reload(_settings(_server("a"), _server("b", args=["--new"])))
+            assert changes == ["b: restarted (settings changed)"]
+            await supervisor.wait_first_attempts()
+            assert len(a.connect_times) == 1, "an unchanged server is left alone"
+            assert len(b.connect_times) == 2
+            # The host never saw b's tools disappear: old set, then new set.
+            assert seen == [["mcp__a__echo", "mcp__b__add", "mcp__b__sub"]]
+
+
+async def test_a_reload_withdraws_removed_and_disabled_servers_and_starts_new_ones(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    fakes = {name: FakeServer([tool("echo")], name=name) for name in ("a", "b", "c")}
+    fleet = Fleet(**fakes)
+    supervisor = Supervisor(_settings(_server("a"), _server("b")), connector=fleet.connect)
+    with trio.fail_after(BOUND_SEC):
+        async with running(supervisor):
+            await supervisor.wait_first_attempts()
+            changes = await supervisor.reload(_settings(_server("b", enabled=False), _server("c")))
+            assert changes == [
+                "a: removed; its tools are withdrawn",
+                "b: disabled; its tools are withdrawn",
+                "c: started",
+            ]
+            await supervisor.wait_first_attempts()
+            assert [t.name for t in supervisor.registry.tools()] == ["mcp__c__echo"]
+            assert [s.state for s in supervisor.statuses()] == ["disabled", "ready"]
+            assert fakes["a"].session is None and fakes["b"].session is None, "stopped servers are disconnected"
+
+
+async def test_sighup_reloads_the_settings_file_and_the_host_sees_the_revived_server(tmp_path: Path) -> None:
+    broken = command_server(["/bin/sh", "-c", "exit 1"], reconnect={"max_attempts": 2})
+    config = write_settings(tmp_path, {"a": broken, "b": fixture_server("--tools", "echo")})
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config) as host:
+            await host.wait_tools(lambda names: "mcp__b__echo" in names)
+            write_settings(tmp_path, {"a": fixture_server("--tools", "add"), "b": fixture_server("--tools", "echo")})
+            assert host.process is not None
+            host.process.send_signal(signal.SIGHUP)
+            names = await host.wait_tools(lambda names: "mcp__a__add" in names)
+            assert sorted(names) == ["mcp__a__add", "mcp__b__echo"]
+        assert host.exit_code == 0
