@@ -9,6 +9,7 @@ jump) and virtual sleeps, never real ones.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -197,9 +198,11 @@ async def test_I1_a_continuous_storm_is_resynced_within_the_maximum_wait_and_end
 ) -> None:
     """A notice every millisecond for one second, each fetch taking 0.1 s.
 
-    The quiet window never opens during the storm, so each re-sync starts at the
-    maximum wait (0.25 s after the worker began waiting): 1.25, 1.60, 1.95, then
-    one last re-sync a quiet window after the storm: 4 re-syncs for 1,000 notices.
+    The quiet window never opens during the storm, so the first re-sync starts at
+    the maximum wait after the first notice, and each later one at most a fetch
+    plus the maximum wait after the previous; the last one starts exactly a quiet
+    window after the last notice. The count is bounded by the storm's length over
+    the maximum wait, whatever the constants are.
     """
     rig = _Rig(FakeServer([tool("echo")]))
     with trio.fail_after(BOUND_SEC):
@@ -211,15 +214,16 @@ async def test_I1_a_continuous_storm_is_resynced_within_the_maximum_wait_and_end
                 rig.fake.tools = [tool("echo"), tool(f"v{i}")]
                 rig.fake.notify_tools_changed()
                 await trio.sleep(0.001)
+            last_notice_at = trio.current_time() - 0.001
             await trio.sleep(10.0)
 
             assert rig.fake.max_concurrent_fetches == 1
             resyncs = rig.fake.fetch_times[1:]
-            assert len(resyncs) == 4
+            assert 2 <= len(resyncs) <= math.ceil(1.0 / LIST_CHANGED_MAX_WAIT_SEC) + 1
             assert resyncs[0] == 1.0 + LIST_CHANGED_MAX_WAIT_SEC
-            for previous, start in itertools.pairwise(resyncs[:3]):
-                assert start == pytest.approx(previous + 0.1 + LIST_CHANGED_MAX_WAIT_SEC, abs=1e-9)
-            assert resyncs[3] == pytest.approx(resyncs[2] + 0.1 + LIST_CHANGED_DEBOUNCE_SEC, abs=1e-9)
+            for previous, start in itertools.pairwise(resyncs):
+                assert start <= previous + 0.1 + LIST_CHANGED_MAX_WAIT_SEC + 1e-9
+            assert resyncs[-1] == pytest.approx(last_notice_at + LIST_CHANGED_DEBOUNCE_SEC, abs=1e-9)
             assert rig.registered() == _names("echo", "v999")
 
 
