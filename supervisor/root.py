@@ -35,7 +35,8 @@ import trio
 from supervisor.cache import CatalogCache
 from supervisor.metrics import Metrics
 from supervisor.registry import RegisteredTool, Registry
-from supervisor.server_actor import Connector, ServerActor
+from supervisor.seams import Connector
+from supervisor.server_actor import ServerActor
 from supervisor.settings import ServerSettings, Settings
 from supervisor.status import ServerStatus
 

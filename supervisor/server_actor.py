@@ -38,9 +38,8 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, assert_never
+from typing import Any, Final, Literal, assert_never
 
 import mcp_types as types
 import trio
@@ -52,10 +51,9 @@ from supervisor.backoff import Backoff
 from supervisor.cache import CatalogCache
 from supervisor.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from supervisor.registry import DuplicateToolName, Registry
+from supervisor.seams import ActorEvents, Connector, UpstreamSession, production_connector
 from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.status import ServerStatus
-from supervisor.upstream import Identity, open_upstream
-from supervisor.upstream_stdio import TransportHealth
 
 logger = logging.getLogger(__name__)
 
@@ -66,50 +64,6 @@ LIST_CHANGED_DEBOUNCE_SEC: Final = DEFAULT_LIST_CHANGED_DEBOUNCE_MS / 1000
 """The default quiet window (``list_changed_debounce_ms``) after the last ``list_changed``."""
 LIST_CHANGED_MAX_WAIT_SEC: Final = DEFAULT_LIST_CHANGED_MAX_WAIT_MS / 1000
 """The default bound (``list_changed_max_wait_ms``) on how long a storm can postpone its re-sync."""
-
-
-# -- the seam to the upstream --------------------------------------------------------
-
-
-class UpstreamSession(Protocol):
-    """What the actor needs of one connected generation (``upstream.Upstream`` in production)."""
-
-    health: TransportHealth
-
-    @property
-    def protocol_version(self) -> str: ...
-
-    @property
-    def identity(self) -> Identity: ...
-
-    async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]: ...
-
-    @property
-    def has_resources(self) -> bool: ...
-
-    async def list_all_resources(self) -> list[types.Resource]: ...
-
-    async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
-
-    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult: ...
-
-
-class ActorEvents(Protocol):
-    """Synchronous observers of an actor's milestones (``metrics.Metrics``); they must not block or raise."""
-
-    def sync_finished(self, server: str, reason: str, ok: bool) -> None: ...
-
-    def upstream_listed(self, server: str) -> None: ...
-
-    def generation_ended(self, server: str, *, gave_up: bool) -> None: ...
-
-
-class Connector(Protocol):
-    """Opens one generation; ``open_upstream`` in production, a fake in unit tests."""
-
-    def __call__(
-        self, settings: ServerSettings, *, on_tools_changed: Callable[[], None]
-    ) -> AbstractAsyncContextManager[UpstreamSession]: ...
 
 
 # -- mailbox messages ------------------------------------------------------------------
@@ -207,7 +161,7 @@ class ServerActor:
         self.name = settings.name
         self._registry = registry
         self._cache = cache
-        self._connect: Connector = connector if connector is not None else _production_connector(cache)
+        self._connect: Connector = connector if connector is not None else production_connector(cache)
         self._ever_ready = False
         self._backoff = Backoff(settings.reconnect, rng if rng is not None else random.Random())
         self._on_status = on_status
@@ -564,15 +518,3 @@ class ServerActor:
             # "ready" but no upstream: the generation was lost and is still being torn down.
             return f"server {self.name!r} lost its connection and is reconnecting; try again shortly"
         return f"server {self.name!r} is {status.state}; try again shortly"
-
-
-def _production_connector(cache: CatalogCache | None) -> Connector:
-    """Connect real upstreams, each generation sharing the server's one cache store (I4)."""
-
-    def connect(
-        settings: ServerSettings, *, on_tools_changed: Callable[[], None]
-    ) -> AbstractAsyncContextManager[UpstreamSession]:
-        config = cache.config_for(settings) if cache is not None else None
-        return open_upstream(settings, on_tools_changed=on_tools_changed, cache=config)
-
-    return connect

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from supervisor.root import Supervisor
-from supervisor.server_actor import UpstreamSession
+from supervisor.seams import UpstreamSession
 from supervisor.settings import ReconnectSettings, ServerSettings, Settings
 from tests.e2e import command_server, fixture_server, open_host, write_settings
 from tests.fakes import FakeServer, tool
