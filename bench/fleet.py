@@ -94,6 +94,21 @@ async def _one(
     return out
 
 
+async def _direct_list_ms(tools: int) -> float:
+    """p50 of the same host listing ``tools`` tools straight from one lite server: the host's own cost."""
+    argv = [sys.executable, "-m", "bench.lite_server", str(tools)]
+    try:
+        async with open_host(argv, mode="auto", env={BENCH_MARK_ENV: bench_mark()}) as host:
+            samples: list[float] = []
+            for _ in range(LISTS):
+                t0 = trio.current_time()
+                await host.session.list_tools(cache_mode="bypass")
+                samples.append(trio.current_time() - t0)
+    finally:
+        await reap_marked("p3 (direct list)")
+    return percentile(samples, 0.5) * 1000
+
+
 async def _fleet(kind: str, fleet: int, rounds: int) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     one: list[dict[str, float]] = []
     many: list[dict[str, float]] = []
@@ -125,6 +140,12 @@ async def run(*, quick: bool) -> dict[str, Any]:
         print(f"  ready: 1 server {ready_1:.2f} s, {fleet} servers {ready_n:.2f} s, ratio {ready_n / ready_1:.3f}")
         print(f"  host tools/list with {fleet * TOOLS_PER_SERVER} tools: p50 {result[f'p3_list_ms_p50{suffix}']} ms")
         print(f"  sidecar RSS (children excluded): {result[f'p3_rss_mb{suffix}']} MB")
+    direct_ms = await _direct_list_ms(50 * TOOLS_PER_SERVER)
+    result["p3_list_ms_p50_direct_same_catalog"] = round(direct_ms, 2)
+    print(
+        f"  the same host listing {50 * TOOLS_PER_SERVER} tools straight from one server (no sidecar): "
+        f"p50 {direct_ms:.1f} ms; the difference is the sidecar's share"
+    )
     if not quick:
         # [supervisor] spawn_concurrency: does limiting cold starts help on 2 cores?
         limited = 4
