@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import trio
 from mcp import MCPError
 
 from tests.e2e import (
+    REPO_ROOT,
     Host,
     called_tools,
     command_server,
@@ -31,6 +33,7 @@ from tests.e2e import (
     open_http_fixture,
     pid_alive,
     run_cli,
+    sidecar_env,
     started_pids,
     text_of,
     wait_until,
@@ -328,3 +331,39 @@ async def test_an_http_server_that_restarts_on_its_port_is_reconnected(tmp_path:
                 names = await host.tool_names()
                 assert _owned(names, "web") == ["mcp__web__add", "mcp__web__echo"]
             assert host.exit_code == 0
+
+
+async def test_I11_a_crash_of_the_sidecars_own_code_still_terminates_every_child(tmp_path: Path) -> None:
+    log = tmp_path / "fx.log"
+    # After the fixture exits (stdin EOF), its shell lives on as `sleep`: only a group kill ends it.
+    stubborn = f'"{sys.executable}" -m tests.fixtures.fixture_server --tools echo --log "{log}"; exec sleep 600'
+    config = write_settings(tmp_path, {"a": command_server(["/bin/sh", "-c", stubborn])})
+    # A bug in our own code, planted where every first sync goes: the sidecar must die
+    # loudly, and the shielded transport cleanup must still take its children with it.
+    crashing_sidecar = (
+        "import sys\n"
+        "from supervisor.server_actor import ServerActor\n"
+        "def _swap(self, reason, listing):\n"
+        "    raise RuntimeError('planted bug in the sidecar')\n"
+        "ServerActor._swap = _swap\n"
+        "from supervisor.cli import main\n"
+        "sys.exit(main(['run', '--config', sys.argv[1]]))\n"
+    )
+    stderr_path = tmp_path / "sidecar.stderr"
+    with trio.fail_after(BOUND_SEC), stderr_path.open("wb") as stderr:
+        sidecar = await trio.lowlevel.open_process(
+            [sys.executable, "-c", crashing_sidecar, str(config)],
+            stdin=subprocess.PIPE,  # an open, silent host: only the crash can end the run
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=str(REPO_ROOT),
+            env=sidecar_env(),
+        )
+        try:
+            assert await sidecar.wait() != 0
+        finally:
+            assert sidecar.stdin is not None
+            await sidecar.stdin.aclose()
+    assert "planted bug in the sidecar" in stderr_path.read_text()
+    assert started_pids(log), "the fixture must have been running when the sidecar crashed"
+    # The autouse no-orphans fixture now proves the fixture process is gone.
