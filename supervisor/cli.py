@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 import trio
 from mcp import MCPError
@@ -26,10 +26,10 @@ from mcp import MCPError
 from supervisor._version import __version__
 from supervisor.errors import ConfigError, SupervisorError
 from supervisor.importer import convert_mcp_servers_json
+from supervisor.progress import Progress
 from supervisor.root import Supervisor
 from supervisor.serve import serve
 from supervisor.settings import Settings, default_config_path, describe_settings, interpolation_environ, load_settings
-from supervisor.status import ServerStatus
 
 logger = logging.getLogger("supervisor")
 
@@ -172,23 +172,9 @@ def _parse_arguments(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-class _Progress:
-    """Per-server progress on stderr: one line per state change."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._seen: dict[str, str] = {}
-
-    def __call__(self, status: ServerStatus) -> None:
-        line = status.describe()
-        if self._seen.get(status.name) != line and status.state in ("connecting", "ready", "failed", "reconnecting"):
-            self._seen[status.name] = line
-            print(f"{status.name}: {line}", file=self._stream, flush=True)
-
-
 async def _tools(settings: Settings, as_json: bool) -> int:
     async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(settings, on_status=_Progress(sys.stderr))
+        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
         await nursery.start(supervisor.run)
         with trio.move_on_after(supervisor.startup_bound_sec + 1):
             await supervisor.wait_first_attempts()
@@ -229,7 +215,7 @@ async def _tools(settings: Settings, as_json: bool) -> int:
 
 async def _call(settings: Settings, public_name: str, arguments: dict[str, Any] | None) -> int:
     async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(settings, on_status=_Progress(sys.stderr))
+        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
         await nursery.start(supervisor.run)
         with trio.move_on_after(supervisor.startup_bound_sec + 1):
             await supervisor.wait_first_attempts()
