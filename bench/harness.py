@@ -19,13 +19,12 @@ import anyio
 import mcp_types as types
 import trio
 from mcp import Client, MCPError
-from mcp.client._transport import TransportStreams
 from mcp.client.client import ConnectMode
 from mcp.client.session import IncomingMessage
 from mcp.client.subscriptions import SubscriptionLost
-from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
+
+from tests.e2e import line_transport
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"
@@ -185,53 +184,6 @@ class Host:
         return None
 
 
-@asynccontextmanager
-async def _line_transport(proc: trio.Process) -> AsyncIterator[TransportStreams]:
-    """Newline-delimited JSON-RPC over ``proc``'s stdin/stdout; closing stdin ends the server."""
-    to_client, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_client = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def pump_stdout() -> None:
-        assert proc.stdout is not None
-        buffer = b""
-        async with to_client:
-            async for chunk in proc.stdout:
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValidationError:
-                        continue  # a stray non-JSON line; the benchmarks do not judge it
-                    try:
-                        await to_client.send(SessionMessage(message))
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        return
-
-    async def pump_stdin() -> None:
-        assert proc.stdin is not None
-        async with from_client:
-            async for message in from_client:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                try:
-                    await proc.stdin.send_all(data.encode())
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(pump_stdout)
-            nursery.start_soon(pump_stdin)
-            try:
-                yield read_stream, write_stream
-            finally:
-                nursery.cancel_scope.cancel()
-    finally:
-        for stream in (read_stream, write_stream, to_client, from_client):
-            stream.close()
-
-
 async def stop_process(proc: trio.Process) -> None:
     """Close stdin (the host hanging up), wait bounded, then SIGKILL the whole process group."""
     with trio.CancelScope(shield=True):
@@ -281,7 +233,7 @@ async def open_host(
     )
     host = Host(process=proc)
     try:
-        async with Client(_line_transport(proc), mode=mode, message_handler=host.on_message) as client:
+        async with Client(line_transport(proc), mode=mode, message_handler=host.on_message) as client:
             host.client = client
             async with trio.open_nursery() as nursery:
                 if listen and host.modern:

@@ -26,7 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,14 +280,18 @@ def sidecar_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def _sidecar_transport(
-    host: Host, argv: Sequence[str], env: Mapping[str, str]
+async def line_transport(
+    proc: trio.Process,
+    *,
+    on_bad_line: Callable[[bytes], None] | None = None,
+    on_close: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """Spawn the sidecar and speak newline-delimited JSON-RPC to it; stderr goes to ours (captured)."""
-    proc = await trio.lowlevel.open_process(
-        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(REPO_ROOT), env=dict(env)
-    )
-    host.process = proc
+    """Newline-delimited JSON-RPC over ``proc``'s stdin/stdout, as an ``mcp.Client`` transport.
+
+    A stdout line that is not JSON-RPC goes to ``on_bad_line`` instead of the session.
+    ``on_close`` runs (shielded) while the pumps still run, so the peer can flush on its way out.
+    Also used by ``bench/``.
+    """
     to_client, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_client = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -303,7 +307,8 @@ async def _sidecar_transport(
                     try:
                         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                     except ValidationError:
-                        host.bad_frames.append(line)
+                        if on_bad_line is not None:
+                            on_bad_line(line)
                         continue
                     try:
                         await to_client.send(SessionMessage(message))
@@ -327,12 +332,30 @@ async def _sidecar_transport(
             try:
                 yield read_stream, write_stream
             finally:
-                with trio.CancelScope(shield=True):
-                    await _stop_sidecar(host, proc)
+                if on_close is not None:
+                    with trio.CancelScope(shield=True):
+                        await on_close()
                 nursery.cancel_scope.cancel()
     finally:
         for stream in (read_stream, write_stream, to_client, from_client):
             stream.close()
+
+
+@asynccontextmanager
+async def _sidecar_transport(
+    host: Host, argv: Sequence[str], env: Mapping[str, str]
+) -> AsyncIterator[TransportStreams]:
+    """Spawn the sidecar and speak newline-delimited JSON-RPC to it; stderr goes to ours (captured)."""
+    proc = await trio.lowlevel.open_process(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(REPO_ROOT), env=dict(env)
+    )
+    host.process = proc
+
+    async def stop() -> None:
+        await _stop_sidecar(host, proc)
+
+    async with line_transport(proc, on_bad_line=host.bad_frames.append, on_close=stop) as streams:
+        yield streams
 
 
 async def _stop_sidecar(host: Host, proc: trio.Process) -> None:
