@@ -9,22 +9,16 @@ import statistics
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import anyio
-import mcp_types as types
 import trio
-from mcp import Client, MCPError
+from mcp import Client
 from mcp.client.client import ConnectMode
-from mcp.client.session import IncomingMessage
-from mcp.client.subscriptions import SubscriptionLost
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tests.e2e import line_transport
+from tests.e2e import Host, hold_listen_stream, line_transport
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"
@@ -131,59 +125,6 @@ def fixture_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", FIXTURE_MODULE, *args]
 
 
-@dataclass
-class Host:
-    """A connected host: the client, the server process, and the change notices it received."""
-
-    process: trio.Process
-    client: Client | None = None
-    notices: int = 0
-    notice_times: list[float] = field(default_factory=list)
-    _changed: trio.Event = field(default_factory=trio.Event)
-
-    @property
-    def session(self) -> Client:
-        assert self.client is not None
-        return self.client
-
-    @property
-    def modern(self) -> bool:
-        return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-    def note_change(self) -> None:
-        self.notices += 1
-        self.notice_times.append(trio.current_time())
-        self._changed.set()
-        self._changed = trio.Event()
-
-    async def on_message(self, message: IncomingMessage) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.note_change()
-        await trio.lowlevel.checkpoint()
-
-    async def wait_notice(self, *, after: int) -> None:
-        """Wait until more than ``after`` change notices have arrived; the caller bounds this."""
-        while self.notices <= after:
-            await self._changed.wait()
-
-    async def tool_names(self) -> list[str]:
-        return [tool.name for tool in (await self.session.list_tools(cache_mode="bypass")).tools]
-
-    async def wait_tools(
-        self, predicate: Callable[[list[str]], bool], *, bound_sec: float, poll_sec: float = 0.25
-    ) -> list[str] | None:
-        """Re-list on every change notice (or every ``poll_sec``) until ``predicate`` holds; None on timeout."""
-        with trio.move_on_after(bound_sec):
-            while True:
-                seen = self.notices
-                names = await self.tool_names()
-                if predicate(names):
-                    return names
-                with trio.move_on_after(poll_sec):
-                    await self.wait_notice(after=seen)
-        return None
-
-
 async def stop_process(proc: trio.Process) -> None:
     """Close stdin (the host hanging up), wait bounded, then SIGKILL the whole process group."""
     with trio.CancelScope(shield=True):
@@ -195,22 +136,6 @@ async def stop_process(proc: trio.Process) -> None:
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
         await proc.wait()
-
-
-async def _hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """2026-era hosts learn about changes only through an open ``subscriptions/listen`` stream."""
-    started = False
-    try:
-        async with host.session.listen(tools_list_changed=True) as subscription:
-            task_status.started()
-            started = True
-            async for _event in subscription:
-                host.note_change()
-    except (SubscriptionLost, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass  # the server went away at the end of the benchmark
-    finally:
-        if not started:
-            task_status.started()
 
 
 @asynccontextmanager
@@ -237,7 +162,7 @@ async def open_host(
             host.client = client
             async with trio.open_nursery() as nursery:
                 if listen and host.modern:
-                    await nursery.start(_hold_listen_stream, host)
+                    await nursery.start(hold_listen_stream, host)
                 yield host
                 nursery.cancel_scope.cancel()
     finally:

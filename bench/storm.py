@@ -52,15 +52,19 @@ def _tools_lists(log: Path) -> int:
 
 async def _storm(host: Host, log: Path) -> tuple[int, bool, float]:
     initial = await host.wait_tools(lambda n: f"{PREFIX}storm" in n, bound_sec=SETTLE_BOUND_SEC)
-    if initial is None:
-        raise RuntimeError("the fixture's tools never appeared")
     await trio.sleep(QUIET_SEC)  # let the initial sync's fetches land before taking the baseline
     baseline = _tools_lists(log)
     expected = {n.removeprefix(PREFIX) for n in initial} | {f"storm_{i}" for i in range(STORM_COUNT)}
     result = await host.session.call_tool(f"{PREFIX}storm", {"count": STORM_COUNT, "seconds": STORM_SEC})
     if result.is_error:
         raise RuntimeError(f"storm failed: {result}")
-    final = await host.wait_tools(lambda n: {x.removeprefix(PREFIX) for x in n} == expected, bound_sec=SETTLE_BOUND_SEC)
+    final: list[str] | None
+    try:
+        final = await host.wait_tools(
+            lambda n: {x.removeprefix(PREFIX) for x in n} == expected, bound_sec=SETTLE_BOUND_SEC
+        )
+    except AssertionError:  # never settled on the server's list: reported, not raised
+        final = None
     await trio.sleep(QUIET_SEC)
     names = await host.tool_names()
     exact = final is not None and len(names) == len(expected) and {x.removeprefix(PREFIX) for x in names} == expected

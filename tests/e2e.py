@@ -205,6 +205,8 @@ class Host:
     exit_after_stdin_closed_sec: float | None = None
     bad_frames: list[bytes] = field(default_factory=list)
     notices: int = 0
+    notice_times: list[float] = field(default_factory=list)
+    """When each notice arrived (``trio.current_time()``)."""
     _changed: trio.Event = field(default_factory=trio.Event)
 
     @property
@@ -223,6 +225,7 @@ class Host:
 
     def note_change(self) -> None:
         self.notices += 1
+        self.notice_times.append(trio.current_time())
         self._changed.set()
         self._changed = trio.Event()
 
@@ -256,8 +259,10 @@ class Host:
             # Polling: the host has no event for "that server is ready again".
             await trio.sleep(0.05)
 
-    async def wait_tools(self, predicate: Callable[[list[str]], bool], *, bound_sec: float = 30.0) -> list[str]:
-        """Re-list on every change notice (or every ``POLL_FALLBACK_SEC``) until ``predicate`` holds."""
+    async def wait_tools(
+        self, predicate: Callable[[list[str]], bool], *, bound_sec: float = 30.0, poll_sec: float = POLL_FALLBACK_SEC
+    ) -> list[str]:
+        """Re-list on every change notice (or every ``poll_sec``) until ``predicate`` holds."""
         names: list[str] = []
         with trio.move_on_after(bound_sec):
             while True:
@@ -265,7 +270,7 @@ class Host:
                 names = await self.tool_names()
                 if predicate(names):
                     return names
-                with trio.move_on_after(POLL_FALLBACK_SEC):
+                with trio.move_on_after(poll_sec):
                     await self.wait_notice(after=seen)
         raise AssertionError(f"the host's tool list did not reach the expected state in {bound_sec:g}s: {names}")
 
@@ -375,7 +380,7 @@ async def _stop_sidecar(host: Host, proc: trio.Process) -> None:
     host.exit_code = proc.returncode
 
 
-async def _hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """2026-era hosts learn about changes only through an open ``subscriptions/listen`` stream."""
     started = False
     try:
@@ -385,7 +390,7 @@ async def _hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] 
             async for _event in subscription:
                 host.note_change()
     except (SubscriptionLost, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass  # the sidecar went away (a test stopped it); the test asserts what matters
+        pass  # the server went away (a test or benchmark stopped it); the caller judges what matters
     finally:
         if not started:
             task_status.started()
@@ -406,7 +411,7 @@ async def open_host(
         host.client = client
         async with trio.open_nursery() as nursery:
             if host.modern:
-                await nursery.start(_hold_listen_stream, host)
+                await nursery.start(hold_listen_stream, host)
             yield host
             nursery.cancel_scope.cancel()
 
@@ -591,7 +596,7 @@ async def open_http_host(
                 host.client = client
                 async with trio.open_nursery() as nursery:
                     if host.modern:
-                        await nursery.start(_hold_listen_stream, host)
+                        await nursery.start(hold_listen_stream, host)
                     yield host
                     nursery.cancel_scope.cancel()
     except* (httpx2.TransportError, MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as group:
