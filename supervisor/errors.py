@@ -70,3 +70,10 @@ class UnknownTool(SupervisorError):
     def __init__(self, name: str) -> None:
         super().__init__(f"unknown tool {name!r}: it is not in the supervisor's catalog (list tools again)")
         self.name = name
+
+
+def first_leaf(exc: BaseException) -> BaseException:
+    """The first non-group exception inside ``exc`` (trio and the SDK nest them in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

@@ -29,7 +29,7 @@ from mcp.shared.message import SessionMessage
 
 from supervisor._stdio_wire import WriteStream, open_stdio_wire
 from supervisor.admin import AdminEndpoint
-from supervisor.errors import ConfigError, SupervisorError
+from supervisor.errors import ConfigError, SupervisorError, first_leaf
 from supervisor.front import Front
 from supervisor.front_http import HttpHostLink
 from supervisor.root import Supervisor
@@ -62,7 +62,7 @@ async def serve(settings: Settings) -> None:
     try:
         await _serve(settings)
     except* SupervisorError as group:
-        raise _first_leaf(group) from None
+        raise first_leaf(group) from None
 
 
 async def _serve(settings: Settings) -> None:
@@ -93,12 +93,6 @@ async def _serve(settings: Settings) -> None:
         await link.close()
         nursery.cancel_scope.cancel("mcp-supervisor is stopping")
     logger.info("stopped")
-
-
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
 
 
 async def _announce_ready(supervisor: Supervisor) -> None:

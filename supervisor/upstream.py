@@ -41,7 +41,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from supervisor._version import __version__
-from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable
+from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
 from supervisor.settings import ServerSettings
 from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
 
@@ -277,12 +277,12 @@ async def open_upstream(
         if teardown is None:
             raise
         logger.debug("server=%s client teardown raised %r", name, teardown)
-        health.mark_lost(f"transport failed: {_first_leaf(teardown)!r}")
+        health.mark_lost(f"transport failed: {first_leaf(teardown)!r}")
         if rest is not None:
             raise rest from None  # e.g. the Cancelled of a shutdown: let it reach its scope
         if body_failed:
             # The transport's failure interrupted the generation: report it as such.
-            raise UpstreamUnavailable(name, f"server {name!r}: transport failed: {_first_leaf(teardown)}") from teardown
+            raise UpstreamUnavailable(name, f"server {name!r}: transport failed: {first_leaf(teardown)}") from teardown
 
 
 _TEARDOWN_ERRORS: Final = (httpx2.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
@@ -297,15 +297,9 @@ def _split_teardown_errors(raised: BaseException) -> tuple[BaseException | None,
     return None, raised
 
 
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _connect_error(name: str, health: TransportHealth, exc: Exception) -> UpstreamUnavailable | UpstreamProtocolError:
     """Translate whatever ``Client.__aenter__`` raised (often nested groups) into one error."""
-    leaf = _first_leaf(exc)
+    leaf = first_leaf(exc)
     if isinstance(leaf, MCPError) and leaf.code != CONNECTION_CLOSED:
         return UpstreamProtocolError(name, f"server {name!r}: handshake failed: {leaf.error.message}")
     if isinstance(leaf, FileNotFoundError | PermissionError | NotADirectoryError):
