@@ -21,6 +21,7 @@ import trio
 from bench.harness import fixture_server, median, write_settings
 from supervisor.cache import CatalogCache
 from supervisor.registry import Registry
+from supervisor.root import production_connector
 from supervisor.server_actor import ServerActor
 from supervisor.settings import load_settings
 from supervisor.status import ServerStatus
@@ -47,8 +48,13 @@ async def _one_round(workdir: Path, variant: str, reconnects: int) -> tuple[list
             usable_after.append(status.ready_at - status.connected_at)
             ready.set()
 
+    cache = CatalogCache(principal="bench")
     actor = ServerActor(
-        settings.mcp_servers["fx"], Registry(), cache=CatalogCache(principal="bench"), on_status=on_status
+        settings.mcp_servers["fx"],
+        Registry(),
+        connector=production_connector(cache, None),
+        cache=cache,
+        on_status=on_status,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(actor.run)

@@ -45,6 +45,9 @@ from supervisor.settings import ServerSettings
 logger = logging.getLogger(__name__)
 
 TOOLS_LIST: Final = "tools/list"
+PROMPTS_LIST: Final = "prompts/list"
+CATALOG_METHODS: Final = (TOOLS_LIST, PROMPTS_LIST)
+"""The list methods a catalog lifetime may serve; resource lists always bypass the cache (I9)."""
 EvictionReason = Literal["list_changed", "unknown_tool", "identity", "config", "race"]
 
 
@@ -107,6 +110,7 @@ class FetchTicket:
     """Captured before a fetch; ``CatalogCache.finish_fetch`` checks it afterwards."""
 
     server: str
+    method: str
     generation: int
     writes_before: int
     hits_before: int
@@ -146,10 +150,10 @@ class CatalogCache:
         # With no writer on record the entry (if any) is of unknown origin; a refresh overwrites it.
         return "refresh"
 
-    def begin_fetch(self, server: str, mode: CacheMode) -> FetchTicket:
-        """Capture the eviction generation before a ``tools/list`` fetch."""
+    def begin_fetch(self, server: str, mode: CacheMode, method: str = TOOLS_LIST) -> FetchTicket:
+        """Capture the eviction generation of ``method`` before a fetch."""
         store = self._store(server)
-        return FetchTicket(server, self._generations[(server, TOOLS_LIST)], store.writes, store.hits, mode)
+        return FetchTicket(server, method, self._generations[(server, method)], store.writes, store.hits, mode)
 
     def finish_fetch(self, ticket: FetchTicket, identity: str | None) -> bool:
         """Account for a finished fetch; return False if an eviction raced it (its write was removed).
@@ -164,9 +168,9 @@ class CatalogCache:
                 stats.hits += 1
             else:
                 stats.misses += 1
-        if self._generations[(server, TOOLS_LIST)] != ticket.generation:
+        if self._generations[(server, ticket.method)] != ticket.generation:
             # An eviction landed while this fetch was in flight: its result must not be served later.
-            store.delete_method(TOOLS_LIST)
+            store.delete_method(ticket.method)
             stats.evictions["race"] += 1
             return False
         if store.writes > ticket.writes_before and identity is not None:
@@ -177,13 +181,18 @@ class CatalogCache:
         """Whether the fetch ``ticket`` was taken for was answered by a fresh entry (no upstream round trip)."""
         return ticket.mode == "use" and self._store(ticket.server).hits > ticket.hits_before
 
-    def evict(self, server: str, reason: EvictionReason) -> None:
-        """Evict ``server``'s ``tools/list`` entries: bump the generation first, then delete (I7)."""
-        self._generations[(server, TOOLS_LIST)] += 1
-        dropped = self._store(server).delete_method(TOOLS_LIST)
+    def evict(self, server: str, reason: EvictionReason, methods: tuple[str, ...] = CATALOG_METHODS) -> None:
+        """Evict ``server``'s entries of ``methods``: bump each generation first, then delete (I7).
+
+        The identity on record goes too, so the next reuse of any method relists.
+        """
+        dropped = 0
+        for method in methods:
+            self._generations[(server, method)] += 1
+            dropped += self._store(server).delete_method(method)
         self._writer_identity.pop(server, None)
         self._stats_for(server).evictions[reason] += 1
-        logger.debug("server=%s evicted %d tools/list entries (%s)", server, dropped, reason)
+        logger.debug("server=%s evicted %d %s entries (%s)", server, dropped, "/".join(methods), reason)
 
     def describe(self, server: str) -> dict[str, object]:
         """Status fields: entries and their remaining lifetimes, hits, misses, evictions by reason."""

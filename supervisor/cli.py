@@ -234,7 +234,7 @@ async def _call(settings: Settings, public_name: str, arguments: dict[str, Any] 
         finally:
             nursery.cancel_scope.cancel()
     print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
-    return EXIT_RUNTIME if result.is_error else EXIT_OK
+    return EXIT_RUNTIME if getattr(result, "is_error", True) else EXIT_OK
 
 
 # -- status -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Public tool names: ``mcp__<server>__<tool>`` (DESIGN §3.3).
+"""Public tool and prompt names: ``mcp__<server>__<name>`` (DESIGN §3.3).
 
 Pure functions, no I/O. The public name is never parsed back: routing goes
 through the Registry, which maps each public name to its owner and raw name.
@@ -36,9 +36,20 @@ def public_tool_name(server: str, raw_tool: str) -> str:
     stable hash of ``(server, raw_tool)`` is appended, so two raw names that
     sanitize alike still get distinct public names.
     """
-    candidate = f"{PREFIX}{server}__{_UNSAFE.sub('_', raw_tool)}"
-    changed = candidate != f"{PREFIX}{server}__{raw_tool}"
-    if not changed and len(candidate) <= MAX_NAME_LEN:
+    return public_name(server, raw_tool)
+
+
+def public_name(server: str, raw: str, *, namespace: bool = True) -> str:
+    """Return the host-facing name of the tool or prompt ``raw`` on ``server``.
+
+    With ``namespace=False`` (the server's ``namespace = false`` setting) the
+    prefix is left out; the same sanitizing, cutting and hashing rule applies,
+    so the result is still a safe name of at most 64 characters.
+    """
+    prefix = f"{PREFIX}{server}__" if namespace else ""
+    candidate = f"{prefix}{_UNSAFE.sub('_', raw)}"
+    changed = candidate != f"{prefix}{raw}"
+    if not changed and 0 < len(candidate) <= MAX_NAME_LEN:
         return candidate
-    digest = hashlib.sha256(f"{server}\0{raw_tool}".encode()).hexdigest()[:_HASH_LEN]
+    digest = hashlib.sha256(f"{server}\0{raw}".encode()).hexdigest()[:_HASH_LEN]
     return f"{candidate[: MAX_NAME_LEN - _HASH_LEN - 1]}_{digest}"

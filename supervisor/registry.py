@@ -1,44 +1,73 @@
-"""The Registry: public tool name → (owner, raw name, host-facing definition).
+"""The Registry: what the host sees of every server's tools, prompts, resources and templates.
 
-The Registry is what the host sees. It is plain data with synchronous methods
-only: under trio, code without an ``await`` cannot be interleaved, so every
-mutation (a generation swap, a withdrawal, a claim) is atomic with respect to
-every reader, including the Front answering ``tools/list``. That is how I3
-holds: a reader sees a server's previous generation or its new one, never a
-mixture and never an empty set in between.
+Four catalogs, one per *kind*:
 
-A swap validates the whole new generation before it touches anything. If any
-public name of the new generation is held by another owner, nothing changes:
-the previous generation stays registered exactly as it was (same names, same
-definitions), the squatter is untouched, and the conflict is returned to the
-caller to log and show in status. This is the "remove the partial set and
-restore the previous generation" rule of DESIGN §4 I3, done without ever
-creating the partial set.
+* ``tools`` and ``prompts``: public name (``mcp__<server>__<name>``, or the
+  sanitized raw name for ``namespace = false`` servers, DESIGN §3.3) → owner,
+  raw name, and the host-facing definition (the upstream's, renamed);
+* ``resources``: URI → owner and definition (URIs are not renamed);
+* ``templates``: (owner, URI template) → definition. Two servers may offer the
+  same template; reads route by matching (``front``), so they never conflict.
 
-Owners are server names or reserved owners (``claim``) such as a name kept for
-the supervisor itself.
+The Registry is plain data with synchronous methods only: under trio, code
+without an ``await`` cannot be interleaved, so every mutation (a generation
+swap of one or several kinds, a withdrawal, a claim) is atomic with respect to
+every reader, including the Front answering a list. That is how I3 holds: a
+reader sees a server's previous generation or its new one, never a mixture
+and never an empty set in between.
+
+A swap validates the new generation of a kind before it touches anything. If
+any key of the new generation is held by another owner, that kind does not
+change: the previous generation stays registered exactly as it was, the
+squatter is untouched, and the conflict is returned to the caller to log and
+show in status (DESIGN §4 I3, done without ever creating the partial set).
+``swap_many`` applies several kinds in one synchronous step; a conflict in one
+kind keeps only that kind's previous generation.
+
+Owners are server names or reserved owners (``claim``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Literal, TypeVar
 
 import mcp_types as types
 
 from supervisor.errors import RegistryConflict
-from supervisor.naming import public_tool_name
+from supervisor.naming import public_name, public_tool_name
+
+Kind = Literal["tools", "prompts", "resources", "templates"]
+ALL_KINDS: Final[tuple[Kind, ...]] = ("tools", "prompts", "resources", "templates")
+Definition = types.Tool | types.Prompt | types.Resource | types.ResourceTemplate
+D = TypeVar("D", bound=Definition)
 
 
-@dataclass(frozen=True, slots=True)
-class RegisteredTool:
-    """One host-facing tool and where it routes."""
+@dataclass(frozen=True)  # not slotted: instantiating the ``RegisteredTool`` alias sets ``__orig_class__``
+class Registered(Generic[D]):
+    """One host-facing entry and where it routes.
 
-    public_name: str
+    Attributes:
+        key: The catalog key: public name (tools, prompts), URI (resources),
+            ``owner\\0template`` (templates).
+        owner: The server (or reserved owner) that serves it.
+        raw_name: What goes on the wire upstream: raw tool/prompt name, URI or URI template.
+        definition: The definition the host sees.
+    """
+
+    key: str
     owner: str
     raw_name: str
-    definition: types.Tool
-    """The definition the host sees: the upstream's, renamed to ``public_name``."""
+    definition: D
+
+    @property
+    def public_name(self) -> str:
+        return self.key
+
+
+RegisteredTool = Registered[types.Tool]
+RegisteredPrompt = Registered[types.Prompt]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +76,7 @@ class SwapResult:
 
     Attributes:
         changed: Whether the host-visible catalog changed.
-        conflicts: Names the new generation could not take (and so did not),
+        conflicts: Keys the new generation could not take (and so did not),
             each a ``RegistryConflict`` naming both owners.
     """
 
@@ -55,89 +84,138 @@ class SwapResult:
     conflicts: tuple[RegistryConflict, ...] = ()
 
 
-class DuplicateToolName(ValueError):
-    """One listing names the same raw tool twice (the listing is rejected)."""
+class DuplicateName(ValueError):
+    """One listing names the same tool or prompt twice (the listing is rejected)."""
+
+
+DuplicateToolName = DuplicateName
+
+
+@dataclass
+class _Catalog(Generic[D]):
+    """One kind's entries; only ``Registry`` touches it."""
+
+    by_key: dict[str, Registered[D]] = field(default_factory=dict)
+    by_owner: dict[str, dict[str, Registered[D]]] = field(default_factory=dict)
+    snapshot: list[D] | None = None
+    version: int = 0
 
 
 class Registry:
-    """Public name → registered tool, for every owner.
+    """Every kind's catalog, for every owner.
 
     Args:
         on_change: Called (synchronously) after every mutation that changed the
             host-visible catalog. It must not block; the Front uses it to wake
-            its coalescing notifier.
+            its coalescing notifier, which reads ``versions`` to see which kinds moved.
     """
 
     def __init__(self, *, on_change: Callable[[], None] | None = None) -> None:
-        self._by_name: dict[str, RegisteredTool] = {}
-        self._by_owner: dict[str, dict[str, RegisteredTool]] = {}
+        self._tools: _Catalog[types.Tool] = _Catalog()
+        self._prompts: _Catalog[types.Prompt] = _Catalog()
+        self._resources: _Catalog[types.Resource] = _Catalog()
+        self._templates: _Catalog[types.ResourceTemplate] = _Catalog()
+        self._catalogs: dict[Kind, _Catalog[Any]] = {
+            "tools": self._tools,
+            "prompts": self._prompts,
+            "resources": self._resources,
+            "templates": self._templates,
+        }
         self._on_change = on_change
-        self._snapshot: list[types.Tool] | None = None
         self.version = 0
-        """Bumped on every host-visible change; readers may use it to detect one."""
+        """Bumped on every host-visible change of any kind."""
 
     # -- reads -----------------------------------------------------------------
 
+    @property
+    def versions(self) -> dict[Kind, int]:
+        """Each kind's own change counter."""
+        return {kind: self._catalog(kind).version for kind in ALL_KINDS}
+
     def lookup(self, public_name: str) -> RegisteredTool | None:
         """Return the tool registered under ``public_name``, if any."""
-        return self._by_name.get(public_name)
+        return self._tools.by_key.get(public_name)
+
+    def lookup_prompt(self, public_name: str) -> RegisteredPrompt | None:
+        """Return the prompt registered under ``public_name``, if any."""
+        return self._prompts.by_key.get(public_name)
+
+    def resource_owner(self, uri: str) -> str | None:
+        """Which server listed ``uri``, if any."""
+        held = self._resources.by_key.get(uri)
+        return held.owner if held is not None else None
+
+    def template_entries(self) -> list[Registered[types.ResourceTemplate]]:
+        """Every registered template with its owner, in key order."""
+        return [self._templates.by_key[key] for key in sorted(self._templates.by_key)]
 
     def tools(self) -> list[types.Tool]:
-        """The host-facing catalog, sorted by public name.
+        """The host-facing tools, sorted by public name (shared; callers must not mutate)."""
+        return self._listing(self._tools)
 
-        The list is built once per version and shared; callers must not mutate it.
-        """
-        if self._snapshot is None:
-            self._snapshot = [self._by_name[name].definition for name in sorted(self._by_name)]
-        return self._snapshot
+    def prompts(self) -> list[types.Prompt]:
+        """The host-facing prompts, sorted by public name (shared; callers must not mutate)."""
+        return self._listing(self._prompts)
 
-    def owned_by(self, owner: str) -> list[RegisteredTool]:
-        """Every tool ``owner`` currently holds, sorted by public name."""
-        return sorted(self._by_owner.get(owner, {}).values(), key=lambda tool: tool.public_name)
+    def resources(self) -> list[types.Resource]:
+        """Every listed resource, sorted by URI (shared; callers must not mutate)."""
+        return self._listing(self._resources)
+
+    def templates(self) -> list[types.ResourceTemplate]:
+        """Every resource template, sorted by (owner, template) (shared; callers must not mutate)."""
+        return self._listing(self._templates)
+
+    def owned_by(self, owner: str, kind: Kind = "tools") -> list[Registered[Any]]:
+        """Every entry of ``kind`` that ``owner`` holds, sorted by key."""
+        held: dict[str, Registered[Any]] = dict(self._catalog(kind).by_owner.get(owner, {}))
+        return [held[key] for key in sorted(held)]
+
+    def count(self, owner: str, kind: Kind) -> int:
+        """How many entries of ``kind`` ``owner`` holds."""
+        return len(self._catalog(kind).by_owner.get(owner, {}))
 
     def __len__(self) -> int:
-        return len(self._by_name)
+        return len(self._tools.by_key)
 
     # -- mutations (synchronous: each is atomic under trio) ---------------------
 
-    def swap(self, owner: str, listing: Sequence[types.Tool]) -> SwapResult:
-        """Replace ``owner``'s tools with ``listing`` (raw upstream definitions).
-
-        All or nothing: on any conflict the previous generation stays as it was.
+    def swap(self, owner: str, listing: Sequence[types.Tool], *, namespace: bool = True) -> SwapResult:
+        """Replace ``owner``'s tools with ``listing`` (raw upstream definitions); all or nothing.
 
         Raises:
-            DuplicateToolName: ``listing`` names one raw tool twice; nothing changed.
+            DuplicateName: ``listing`` names one raw tool twice; nothing changed.
         """
-        new = self._build_generation(owner, listing)
-        conflicts = tuple(
-            RegistryConflict(name, held.owner, owner)
-            for name, held in ((name, self._by_name.get(name)) for name in new)
-            if held is not None and held.owner != owner
-        )
-        if conflicts:
-            return SwapResult(changed=False, conflicts=conflicts)
-        old = self._by_owner.get(owner, {})
-        if old == new:
-            return SwapResult(changed=False)
-        for name in old:
-            del self._by_name[name]
-        self._by_name.update(new)
-        if new:
-            self._by_owner[owner] = new
-        else:
-            self._by_owner.pop(owner, None)
-        self._changed()
-        return SwapResult(changed=True)
+        return self.swap_many(owner, {"tools": listing}, namespace=namespace)["tools"]
+
+    def swap_many(
+        self, owner: str, listings: Mapping[Kind, Sequence[Definition]], *, namespace: bool = True
+    ) -> dict[Kind, SwapResult]:
+        """Replace ``owner``'s entries of every kind in ``listings`` in one atomic step.
+
+        Each kind is all or nothing on its own: a kind with a conflict keeps its
+        previous generation, the others swap. Kinds not in ``listings`` are untouched.
+
+        Raises:
+            DuplicateName: A tool or prompt listing names one raw name twice; nothing changed.
+        """
+        built = {kind: self._build(owner, kind, listing, namespace) for kind, listing in listings.items()}
+        results: dict[Kind, SwapResult] = {}
+        changed = False
+        for kind, new in built.items():
+            results[kind] = result = self._swap_kind(self._catalog(kind), owner, new)
+            changed = changed or result.changed
+        if changed:
+            self._notify()
+        return results
 
     def withdraw(self, owner: str) -> bool:
-        """Remove every tool ``owner`` holds; return whether anything was removed."""
-        old = self._by_owner.pop(owner, None)
-        if not old:
-            return False
-        for name in old:
-            del self._by_name[name]
-        self._changed()
-        return True
+        """Remove every entry ``owner`` holds, of every kind; return whether anything was removed."""
+        changed = False
+        for kind in ALL_KINDS:
+            changed = self._swap_kind(self._catalog(kind), owner, {}).changed or changed
+        if changed:
+            self._notify()
+        return changed
 
     def claim(self, owner: str, public_name: str, definition: types.Tool) -> None:
         """Register one tool under an exact public name for ``owner`` (reserved names).
@@ -145,35 +223,77 @@ class Registry:
         Raises:
             RegistryConflict: Someone else holds the name.
         """
-        held = self._by_name.get(public_name)
+        catalog = self._tools
+        held = catalog.by_key.get(public_name)
         if held is not None and held.owner != owner:
             raise RegistryConflict(public_name, held.owner, owner)
-        tool = RegisteredTool(public_name, owner, definition.name, definition.model_copy(update={"name": public_name}))
-        self._by_name[public_name] = tool
-        self._by_owner.setdefault(owner, {})[public_name] = tool
-        self._changed()
+        entry = Registered(public_name, owner, definition.name, definition.model_copy(update={"name": public_name}))
+        catalog.by_key[public_name] = entry
+        catalog.by_owner.setdefault(owner, {})[public_name] = entry
+        self._touched(catalog)
+        self._notify()
 
     # -- internals ---------------------------------------------------------------
 
-    @staticmethod
-    def _build_generation(owner: str, listing: Iterable[types.Tool]) -> dict[str, RegisteredTool]:
-        generation: dict[str, RegisteredTool] = {}
-        seen_raw: set[str] = set()
-        for tool in listing:
-            if tool.name in seen_raw:
-                raise DuplicateToolName(f"server {owner!r} listed the tool {tool.name!r} more than once")
-            seen_raw.add(tool.name)
-            public = public_tool_name(owner, tool.name)
-            if public in generation:
-                # Only a hash collision gets here; refuse rather than shadow a tool.
-                raise DuplicateToolName(f"server {owner!r}: tools collide on the public name {public!r}")
-            generation[public] = RegisteredTool(
-                public, owner, tool.name, tool.model_copy(update={"name": public}, deep=True)
-            )
-        return generation
+    def _catalog(self, kind: Kind) -> _Catalog[Any]:
+        return self._catalogs[kind]
 
-    def _changed(self) -> None:
-        self._snapshot = None
+    @staticmethod
+    def _listing(catalog: _Catalog[D]) -> list[D]:
+        if catalog.snapshot is None:
+            catalog.snapshot = [catalog.by_key[key].definition for key in sorted(catalog.by_key)]
+        return catalog.snapshot
+
+    def _swap_kind(self, catalog: _Catalog[Any], owner: str, new: dict[str, Registered[Any]]) -> SwapResult:
+        conflicts = tuple(
+            RegistryConflict(key, held.owner, owner)
+            for key, held in ((key, catalog.by_key.get(key)) for key in new)
+            if held is not None and held.owner != owner
+        )
+        if conflicts:
+            return SwapResult(changed=False, conflicts=conflicts)
+        old = catalog.by_owner.get(owner, {})
+        if old == new:
+            return SwapResult(changed=False)
+        for key in old:
+            del catalog.by_key[key]
+        catalog.by_key.update(new)
+        if new:
+            catalog.by_owner[owner] = new
+        else:
+            catalog.by_owner.pop(owner, None)
+        self._touched(catalog)
+        return SwapResult(changed=True)
+
+    def _touched(self, catalog: _Catalog[Any]) -> None:
+        catalog.snapshot = None
+        catalog.version += 1
         self.version += 1
+
+    def _notify(self) -> None:
         if self._on_change is not None:
             self._on_change()
+
+    @staticmethod
+    def _build(owner: str, kind: Kind, listing: Iterable[Definition], namespace: bool) -> dict[str, Registered[Any]]:
+        generation: dict[str, Registered[Any]] = {}
+        if kind in ("resources", "templates"):
+            for item in listing:
+                raw = str(item.uri) if isinstance(item, types.Resource) else str(getattr(item, "uri_template", ""))
+                key = raw if kind == "resources" else f"{owner}\0{raw}"
+                # A URI listed twice by one server is the same resource; keep the first.
+                generation.setdefault(key, Registered(key, owner, raw, item.model_copy(deep=True)))
+            return generation
+        seen_raw: set[str] = set()
+        noun = kind[:-1]
+        for item in listing:
+            raw = getattr(item, "name", "")
+            if raw in seen_raw:
+                raise DuplicateName(f"server {owner!r} listed the {noun} {raw!r} more than once")
+            seen_raw.add(raw)
+            public = public_tool_name(owner, raw) if namespace else public_name(owner, raw, namespace=False)
+            if public in generation:
+                # Only a hash collision (or two raw names that sanitize alike) gets here; refuse to shadow.
+                raise DuplicateName(f"server {owner!r}: {kind} collide on the public name {public!r}")
+            generation[public] = Registered(public, owner, raw, item.model_copy(update={"name": public}, deep=True))
+        return generation

@@ -29,18 +29,34 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import trio
+from mcp_types import LoggingLevel
 
 from supervisor.cache import CatalogCache
+from supervisor.host_calls import HostSide
 from supervisor.metrics import Metrics
-from supervisor.registry import RegisteredTool, Registry
-from supervisor.seams import Connector
+from supervisor.registry import Kind, RegisteredPrompt, RegisteredTool, Registry
+from supervisor.seams import Connector, UpstreamSession
 from supervisor.server_actor import ServerActor
 from supervisor.settings import ServerSettings, Settings
 from supervisor.status import ServerStatus
+from supervisor.upstream import open_upstream
 
 logger = logging.getLogger(__name__)
+
+
+def production_connector(cache: CatalogCache | None, host: HostSide | None) -> Connector:
+    """Connect real upstreams, each generation sharing the server's one cache store (I4) and the host side."""
+
+    def connect(
+        settings: ServerSettings, *, on_list_changed: Callable[[Kind], None]
+    ) -> AbstractAsyncContextManager[UpstreamSession]:
+        config = cache.config_for(settings) if cache is not None else None
+        return open_upstream(settings, on_list_changed=on_list_changed, cache=config, host=host)
+
+    return connect
 
 
 class ChangeSignal:
@@ -83,6 +99,7 @@ class Supervisor:
         *,
         connector: Connector | None = None,
         on_status: Callable[[ServerStatus], None] | None = None,
+        host: HostSide | None = None,
     ) -> None:
         self.settings = settings
         self.catalog_changed = ChangeSignal()
@@ -93,10 +110,12 @@ class Supervisor:
         self.disabled: dict[str, ServerStatus] = {}
         concurrency = settings.supervisor.spawn_concurrency
         self._startup_slots = trio.CapacityLimiter(concurrency) if concurrency else None
-        self._connector = connector
+        self._connector = connector if connector is not None else production_connector(self.cache, host)
         self._on_status = on_status
         self._nursery: trio.Nursery | None = None
         self._running: dict[str, _RunningActor] = {}
+        self._log_level: LoggingLevel | None = None
+        self._subscriptions: dict[str, frozenset[str]] = {}
         for name, server in settings.mcp_servers.items():
             if server.enabled:
                 self.actors[name] = self._new_actor(server)
@@ -104,7 +123,7 @@ class Supervisor:
                 self.disabled[name] = ServerStatus(name, state="disabled")
 
     def _new_actor(self, server: ServerSettings) -> ServerActor:
-        return ServerActor(
+        actor = ServerActor(
             server,
             self.registry,
             connector=self._connector,
@@ -113,6 +132,21 @@ class Supervisor:
             events=self.metrics,
             startup_slots=self._startup_slots,
         )
+        actor.set_log_level(self._log_level)
+        actor.set_subscriptions(self._subscriptions.get(server.name, frozenset()))
+        return actor
+
+    def set_log_level(self, level: LoggingLevel | None) -> None:
+        """Ask every server (and every server started later) for log messages at ``level`` and above."""
+        self._log_level = level
+        for actor in self.actors.values():
+            actor.set_log_level(level)
+
+    def set_subscriptions(self, server: str, uris: frozenset[str]) -> None:
+        """Keep ``server`` subscribed to exactly ``uris`` (across its reconnects and restarts)."""
+        self._subscriptions[server] = uris
+        if (actor := self.actors.get(server)) is not None:
+            actor.set_subscriptions(uris)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run every enabled server's actor until cancelled."""
@@ -190,6 +224,13 @@ class Supervisor:
         if tool is None or (actor := self.actors.get(tool.owner)) is None:
             return None
         return tool, actor
+
+    def route_prompt(self, public_name: str) -> tuple[RegisteredPrompt, ServerActor] | None:
+        """Find the prompt and the actor that serves it, or None for an unknown name."""
+        prompt = self.registry.lookup_prompt(public_name)
+        if prompt is None or (actor := self.actors.get(prompt.owner)) is None:
+            return None
+        return prompt, actor
 
     def statuses(self) -> list[ServerStatus]:
         """Every configured server's status, in configuration order."""

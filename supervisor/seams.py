@@ -1,8 +1,8 @@
 """The ServerActor's seams: what it needs of an upstream generation, how one is opened, who watches it.
 
-Production wires ``upstream.open_upstream`` (through ``production_connector``)
+Production wires ``upstream.open_upstream`` (``root.production_connector``)
 and ``metrics.Metrics``; unit tests put in-process fakes behind the same
-protocols. Nothing here owns a task or a nursery.
+protocols. Protocols only: nothing here owns a task, a nursery or a default.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any, Protocol
 import mcp_types as types
 from mcp.client.caching import CacheMode
 
-from supervisor.cache import CatalogCache
+from supervisor.host_calls import HostCall
+from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
-from supervisor.upstream import Identity, open_upstream
+from supervisor.upstream import Identity
 from supervisor.upstream_stdio import TransportHealth
 
 
@@ -24,6 +25,7 @@ class UpstreamSession(Protocol):
     """What the actor needs of one connected generation (``upstream.Upstream`` in production)."""
 
     health: TransportHealth
+    change_notices: bool
 
     @property
     def protocol_version(self) -> str: ...
@@ -31,16 +33,33 @@ class UpstreamSession(Protocol):
     @property
     def identity(self) -> Identity: ...
 
-    async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]: ...
-
     @property
-    def has_resources(self) -> bool: ...
+    def kinds(self) -> frozenset[Kind]: ...
 
-    async def list_all_resources(self) -> list[types.Resource]: ...
+    async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]: ...
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
+    async def call_tool(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
+    ) -> types.CallToolResult | types.InputRequiredResult: ...
 
-    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult: ...
+    async def get_prompt(
+        self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
+    ) -> types.GetPromptResult | types.InputRequiredResult: ...
+
+    async def read_resource(
+        self, uri: str, call: HostCall | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult: ...
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None,
+    ) -> types.CompleteResult: ...
+
+    async def set_log_level(self, level: types.LoggingLevel | None) -> None: ...
+
+    async def set_subscriptions(self, uris: frozenset[str]) -> None: ...
 
 
 class ActorEvents(Protocol):
@@ -57,17 +76,5 @@ class Connector(Protocol):
     """Opens one generation; ``open_upstream`` in production, a fake in unit tests."""
 
     def __call__(
-        self, settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+        self, settings: ServerSettings, *, on_list_changed: Callable[[Kind], None]
     ) -> AbstractAsyncContextManager[UpstreamSession]: ...
-
-
-def production_connector(cache: CatalogCache | None) -> Connector:
-    """Connect real upstreams, each generation sharing the server's one cache store (I4)."""
-
-    def connect(
-        settings: ServerSettings, *, on_tools_changed: Callable[[], None]
-    ) -> AbstractAsyncContextManager[UpstreamSession]:
-        config = cache.config_for(settings) if cache is not None else None
-        return open_upstream(settings, on_tools_changed=on_tools_changed, cache=config)
-
-    return connect

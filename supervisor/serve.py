@@ -1,10 +1,12 @@
 """The ``run`` command's lifecycle: Supervisor + Front over stdio or HTTP, admin endpoint, signals, graceful stop.
 
 ``serve`` owns the root nursery. It starts the Supervisor (every ServerActor),
-the Front's change notifier, a signal watcher, the readiness announcement,
-the admin endpoint (if enabled) and the host link: stdio (``StdioHostLink``,
-here) or streamable HTTP (``front_http.HttpHostLink``), chosen by
-``[supervisor.front] transport``. The first stop trigger ends the run:
+the Front's own tasks (change notices, exchanges, host warnings), a signal
+watcher, the readiness announcement, the admin endpoint (if enabled) and the
+host link: stdio (``front_stdio.StdioHostLink``) or streamable HTTP
+(``front_http.HttpHostLink``), chosen by ``[supervisor.front] transport``. The
+Relay connects the two sides: upstream generations hand it what belongs to a
+host, the Front serves hosts through it. The first stop trigger ends the run:
 SIGTERM, SIGINT, or (stdio) the host closing stdin. Then the link refuses new
 requests and the Front new calls, in-flight calls get ``shutdown_grace_sec``
 to finish, the host connection(s) are closed on their own (bounded), so the
@@ -22,23 +24,38 @@ import logging
 import signal
 from typing import Final, Protocol
 
-import anyio
 import trio
-from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp.shared.message import SessionMessage
+from mcp_types import LoggingLevel
 
-from supervisor._stdio_wire import WriteStream, open_stdio_wire
 from supervisor.admin import AdminEndpoint
 from supervisor.errors import ConfigError, SupervisorError, first_leaf
 from supervisor.front import Front
 from supervisor.front_http import HttpHostLink
+from supervisor.front_stdio import StdioHostLink
+from supervisor.relay import Relay
 from supervisor.root import Supervisor
 from supervisor.settings import Settings, interpolation_environ, load_settings
 
 logger = logging.getLogger(__name__)
 
-HOST_CLOSE_GRACE_SEC: Final = 5.0
-"""How long closing the host connection (flushing the last answers) may take before it is cancelled."""
+_HOST_LOG_LEVELS: Final[dict[int, LoggingLevel]] = {
+    logging.WARNING: "warning",
+    logging.ERROR: "error",
+    logging.CRITICAL: "critical",
+}
+
+
+class _HostWarnings(logging.Handler):
+    """Hands the ServerActors' warnings (reconnecting, gave up, conflicts) to the Relay for hosts."""
+
+    def __init__(self, relay: Relay) -> None:
+        super().__init__(logging.WARNING)
+        self._relay = relay
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "supervisor.server_actor":
+            level = _HOST_LOG_LEVELS.get(record.levelno, "critical" if record.levelno > logging.ERROR else "warning")
+            self._relay.publish_own_warning(level, record.getMessage())
 
 
 class HostLink(Protocol):
@@ -66,16 +83,38 @@ async def serve(settings: Settings) -> None:
 
 
 async def _serve(settings: Settings) -> None:
-    supervisor = Supervisor(settings)
-    http = settings.supervisor.front.transport == "http"
-    front = Front(supervisor, delivery_reported=not http)
+    relay = Relay()
+    supervisor = Supervisor(settings, host=relay)
+    front = Front(supervisor, relay)
     stop = trio.Event()
-    link: HostLink = HttpHostLink(front, settings.supervisor.front) if http else StdioHostLink(front, stop)
+    grace = settings.supervisor.shutdown_grace_sec
+    link: HostLink
+    front_settings = settings.supervisor.front
+    if front_settings.transport == "http":
+        if front_settings.token is None or not front_settings.token.get_secret_value():
+            logger.warning(
+                "the HTTP front on %s accepts hosts WITHOUT a token (allow_unauthenticated_loopback = true): "
+                "any process on this machine can use every configured server",
+                front_settings.host,
+            )
+        link = HttpHostLink(front, front_settings)
+    else:
+        link = StdioHostLink(front, stop, grace_sec=grace)
+    host_warnings = _HostWarnings(relay)
+    logging.getLogger("supervisor").addHandler(host_warnings)
+    try:
+        await _run(settings, supervisor, front, link, stop)
+    finally:
+        logging.getLogger("supervisor").removeHandler(host_warnings)
+    logger.info("stopped")
+
+
+async def _run(settings: Settings, supervisor: Supervisor, front: Front, link: HostLink, stop: trio.Event) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, stop)
         await nursery.start(supervisor.run)
         nursery.start_soon(_reload_on_sighup, supervisor)
-        nursery.start_soon(front.serve_change_notices)
+        await nursery.start(front.run)
         nursery.start_soon(_announce_ready, supervisor)
         if settings.supervisor.admin.enabled:
             await nursery.start(AdminEndpoint(supervisor, settings.supervisor).run)
@@ -92,7 +131,6 @@ async def _serve(settings: Settings) -> None:
         # that just finished still reach the hosts; then everything else.
         await link.close()
         nursery.cancel_scope.cancel("mcp-supervisor is stopping")
-    logger.info("stopped")
 
 
 async def _announce_ready(supervisor: Supervisor) -> None:
@@ -105,57 +143,6 @@ async def _announce_ready(supervisor: Supervisor) -> None:
     detail = f"; not ready: {', '.join(not_ready)}" if not_ready else ""
     extra = {"event": "ready", "tools": tools, "servers_ready": ready, "servers_not_ready": not_ready}
     logger.info("ready: %d tools from %d servers%s", tools, len(ready), detail, extra=extra)
-
-
-class StdioHostLink:
-    """The one host that started us, over our stdin/stdout."""
-
-    def __init__(self, front: Front, stop: trio.Event) -> None:
-        self._front = front
-        self._stop = stop
-        self._scope = trio.CancelScope()
-        self._done = trio.Event()
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve the host until it hangs up or ``close``; either way, set the stop event."""
-        front = self._front
-        try:
-            async with open_stdio_wire() as (read_stream, wire_write), trio.open_nursery() as relay_nursery:
-                # The relay lives outside the host scope: answers the server produced
-                # before that scope was cancelled still reach the wire.
-                write_stream, to_relay = anyio.create_memory_object_stream[SessionMessage](0)
-                relay_nursery.start_soon(_relay_to_host, front, to_relay, wire_write)
-                with self._scope:
-                    task_status.started()
-                    await front.server.run(read_stream, write_stream, front.init_options)
-                write_stream.close()  # the server closes it too; this ends the relay on every path
-            if not self._scope.cancel_called:
-                logger.info("host closed the connection; stopping")
-        finally:
-            self._stop.set()
-            self._done.set()
-
-    def refuse_new(self) -> None:
-        """Nothing to do: there is one host, and the Front refuses its new calls."""
-
-    async def wait_idle(self) -> None:
-        await self._front.wait_idle()
-
-    async def close(self) -> None:
-        self._scope.cancel("mcp-supervisor is stopping")
-        with trio.move_on_after(HOST_CLOSE_GRACE_SEC):
-            await self._done.wait()
-
-
-async def _relay_to_host(front: Front, source: MemoryObjectReceiveStream[SessionMessage], wire: WriteStream) -> None:
-    """Forward the server's messages to the wire, telling the Front which answers went out."""
-    async with source, wire:
-        async for message in source:
-            try:
-                await wire.send(message)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                logger.debug("host wire closed; dropping outgoing messages")
-            front.note_sent(message)
 
 
 async def _reload_on_sighup(supervisor: Supervisor) -> None:

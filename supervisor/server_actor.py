@@ -1,6 +1,6 @@
-"""ServerActor: one supervised upstream server (DESIGN §2, invariants I1, I2, I3, I10, I12).
+"""ServerActor: one supervised upstream server (DESIGN §2, invariants I1, I2, I3, I10, I12, I13).
 
-The actor runs two tasks in the nursery it owns:
+The actor runs three tasks in the nursery it owns:
 
 * the **generation loop** connects (generation N = one transport + one
   ``mcp.Client``), asks the mailbox for the generation's first sync and waits
@@ -15,10 +15,15 @@ The actor runs two tasks in the nursery it owns:
   ``list_changed`` re-sync is debounced (quiet window, bounded maximum wait),
   so at most one sync runs per server and a burst of notices costs a handful
   of fetches (I1).
+* the **standing-state worker** applies what every generation must carry
+  (the log level hosts asked for, the resource URIs hosts subscribed to) to
+  the current generation, after its first sync and whenever it changes.
 
-A sync is fetch-then-swap. The fetch (all pages) never touches the Registry;
-a failed fetch leaves the previous generation registered (I2). The swap is one
-synchronous ``Registry.swap`` call, so the host never sees a mixture (I3).
+A sync is fetch-then-swap over the kinds it was asked for (tools, prompts,
+resources, templates; a notice of one kind re-syncs only that kind). The fetch
+(all pages) never touches the Registry; a failed fetch leaves the previous
+generation registered (I2). The swap is one synchronous ``Registry.swap_many``
+call, so the host never sees a mixture (I3).
 
 Producers never block on the mailbox: change notices arrive on the upstream
 client's receive loop, and blocking there could deadlock against the fetch
@@ -26,8 +31,10 @@ the worker is waiting for. ``request_sync`` uses ``send_nowait``; if the
 bounded mailbox is full, the request is folded into an overflow flag that the
 worker reads on its next drain, so nothing is lost.
 
-Calls (``call_tool``) run in the caller's task against the current generation
-and never wait for a connection: while the server is not ready they fail fast
+Requests for a host (``call_tool``, ``get_prompt``, ``read_resource``,
+``complete``) run in the caller's task against the current generation (so a
+host's cancellation cancels the upstream request) and never wait for a
+connection: while the server is not ready they fail fast
 with ``UpstreamUnavailable`` naming the state and attempt count (I10).
 """
 
@@ -37,97 +44,44 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, assert_never
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar, assert_never
 
 import mcp_types as types
 import trio
 from mcp import MCPError
 from mcp.client.caching import CacheMode
 from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.backoff import Backoff
-from supervisor.cache import CatalogCache
+from supervisor.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
 from supervisor.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from supervisor.registry import DuplicateToolName, Registry
-from supervisor.seams import ActorEvents, Connector, UpstreamSession, production_connector
+from supervisor.host_calls import HostCall
+from supervisor.registry import ALL_KINDS, Definition, DuplicateName, Kind, Registry
+from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.status import ServerStatus
+from supervisor.sync_mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason, SyncRequest, Withdraw
 
 logger = logging.getLogger(__name__)
 
-SyncReason = Literal["initial", "reconnect", "list_changed", "unknown_tool", "config_reload"]
+T = TypeVar("T")
+_CACHED_METHODS: Final[dict[Kind, str]] = {"tools": TOOLS_LIST, "prompts": PROMPTS_LIST}
+"""Kinds whose listings a catalog lifetime may serve (I4); resource lists always bypass it (I9)."""
+_KINDS_OF_NOTICE: Final[dict[Kind, frozenset[Kind]]] = {
+    "tools": frozenset({"tools"}),
+    "prompts": frozenset({"prompts"}),
+    "resources": frozenset({"resources", "templates"}),
+    "templates": frozenset({"resources", "templates"}),
+}
 
 MAILBOX_SIZE: Final = 16
 LIST_CHANGED_DEBOUNCE_SEC: Final = DEFAULT_LIST_CHANGED_DEBOUNCE_MS / 1000
 """The default quiet window (``list_changed_debounce_ms``) after the last ``list_changed``."""
 LIST_CHANGED_MAX_WAIT_SEC: Final = DEFAULT_LIST_CHANGED_MAX_WAIT_MS / 1000
 """The default bound (``list_changed_max_wait_ms``) on how long a storm can postpone its re-sync."""
-
-
-# -- mailbox messages ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SyncOutcome:
-    """How one sync ended; replies travel as values."""
-
-    ok: bool
-    error: str | None = None
-    changed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    """Fetch the server's tools and swap them in."""
-
-    mode: CacheMode
-    reason: SyncReason
-    reply: trio.MemorySendChannel[SyncOutcome] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Withdraw:
-    """Remove every tool of this server from the Registry."""
-
-    reason: str
-    reply: trio.MemorySendChannel[SyncOutcome] | None = None
-
-
-Message = SyncRequest | Withdraw
-
-
-@dataclass
-class _Pending:
-    """Everything queued behind the running action, coalesced."""
-
-    withdraw: Withdraw | None = None
-    mode: CacheMode | None = None
-    reason: SyncReason | None = None
-    replies: list[trio.MemorySendChannel[SyncOutcome]] = field(default_factory=list)
-
-    def add(self, message: Message) -> None:
-        match message:
-            case Withdraw(reply=reply):
-                self.withdraw = message
-                if reply is not None:
-                    self.replies.append(reply)
-            case SyncRequest(mode=mode, reason=reason, reply=reply):
-                # refresh absorbs use; the strongest reason names the merged sync.
-                if self.mode != "refresh":
-                    self.mode = mode
-                if self.reason is None or mode == "refresh":
-                    self.reason = reason
-                if reply is not None:
-                    self.replies.append(reply)
-            case _:
-                assert_never(message)
-
-    @property
-    def debounced(self) -> bool:
-        """Only pure change-notice re-syncs wait for the storm to settle; a waiter never does."""
-        return self.reason == "list_changed" and not self.replies and self.withdraw is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +101,7 @@ class ServerActor:
         settings: ServerSettings,
         registry: Registry,
         *,
-        connector: Connector | None = None,
+        connector: Connector,
         cache: CatalogCache | None = None,
         rng: random.Random | None = None,
         on_status: Callable[[ServerStatus], None] | None = None,
@@ -161,7 +115,7 @@ class ServerActor:
         self.name = settings.name
         self._registry = registry
         self._cache = cache
-        self._connect: Connector = connector if connector is not None else production_connector(cache)
+        self._connect = connector
         self._ever_ready = False
         self._backoff = Backoff(settings.reconnect, rng if rng is not None else random.Random())
         self._on_status = on_status
@@ -169,7 +123,10 @@ class ServerActor:
         self._upstream: UpstreamSession | None = None
         self._first_attempt_done = trio.Event()
         self._mailbox_send, self._mailbox_recv = trio.open_memory_channel[Message](MAILBOX_SIZE)
-        self._overflow: _Pending | None = None
+        self._overflow: Pending | None = None
+        self._log_level: types.LoggingLevel | None = None
+        self._subscriptions: frozenset[str] = frozenset()
+        self._standing_changed = trio.Event()
         self.syncs_running = 0
         """How many syncs are running right now (0 or 1; I1 tests watch it)."""
         self.fetches = 0
@@ -181,12 +138,40 @@ class ServerActor:
         """Serve this server until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._serve_mailbox)
+            nursery.start_soon(self._serve_standing_state)
             task_status.started()
             await self._serve_generations()
 
-    def request_sync(self, mode: CacheMode, reason: SyncReason) -> None:
+    def request_sync(self, mode: CacheMode, reason: SyncReason, kinds: frozenset[Kind] = EVERY_KIND) -> None:
         """Enqueue a sync without waiting (safe from any task, including upstream callbacks)."""
-        self._post(SyncRequest(mode, reason))
+        self._post(SyncRequest(mode, reason, kinds=kinds))
+
+    def set_log_level(self, level: types.LoggingLevel | None) -> None:
+        """Ask every generation, from now on, for log messages at ``level`` and above (None: no change)."""
+        if level != self._log_level:
+            self._log_level = level
+            self._standing_changed.set()
+
+    def set_subscriptions(self, uris: frozenset[str]) -> None:
+        """Keep every generation, from now on, subscribed to exactly ``uris``."""
+        if uris != self._subscriptions:
+            self._subscriptions = uris
+            self._standing_changed.set()
+
+    async def apply_subscriptions(self) -> None:
+        """Bring the current generation's subscriptions in line now, and return once the server has them.
+
+        A host's ``resources/subscribe`` waits for this, so an update sent right
+        after its answer is not missed. Bounded by ``tool_timeout_sec``.
+
+        Raises:
+            UpstreamError: The server refused or did not answer in time.
+        """
+        upstream = self._upstream
+        if upstream is None or self.status.state != "ready":
+            return  # the next generation gets them after its first sync
+        subscriptions = self._subscriptions
+        await self._forward("resource subscriptions", lambda up: up.set_subscriptions(subscriptions))
 
     @property
     def first_attempt_done(self) -> bool:
@@ -197,7 +182,9 @@ class ServerActor:
         """Return once the first generation has connected and synced, or failed to."""
         await self._first_attempt_done.wait()
 
-    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def call_tool(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call ``raw_name`` on the current generation, bounded by ``tool_timeout_sec``.
 
         Raises:
@@ -205,51 +192,64 @@ class ServerActor:
             UpstreamTimeout: The call took longer than ``tool_timeout_sec``.
             MCPError: The server answered with a JSON-RPC error (passed through unchanged).
         """
-        upstream = self._upstream
-        if upstream is None or self.status.state != "ready":
-            raise UpstreamUnavailable(self.name, self._unavailable_message())
-        timeout = self.settings.tool_timeout_sec
         try:
-            with trio.fail_after(timeout):
-                return await upstream.call_tool(raw_name, arguments)
+            return await self._forward(
+                f"tool {raw_name!r}", lambda upstream: upstream.call_tool(raw_name, arguments, call)
+            )
         except MCPError as exc:
             if exc.code == INVALID_PARAMS:
                 self._heal_unknown_tool(raw_name, exc)
             raise
-        except trio.TooSlowError as exc:
-            raise UpstreamTimeout(
-                self.name,
-                f"server {self.name!r}: tool {raw_name!r} did not answer within {timeout:g}s "
-                f"(tool_timeout_sec); the call was abandoned",
-            ) from exc
 
-    async def list_resources(self) -> list[types.Resource]:
-        """This server's resources, fetched now (never from a cache, I9); [] if it has none or is not ready."""
-        upstream = self._upstream
-        if upstream is None or self.status.state != "ready" or not upstream.has_resources:
-            return []
-        with self._bounded_by_tool_timeout("resources/list"):
-            return await upstream.list_all_resources()
-        raise AssertionError("unreachable")  # pragma: no cover - the context manager re-raises
+    async def get_prompt(
+        self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """Get prompt ``raw_name`` from the current generation (bounds and errors as ``call_tool``)."""
+        return await self._forward(
+            f"prompts/get {raw_name!r}", lambda upstream: upstream.get_prompt(raw_name, arguments, call)
+        )
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+    async def read_resource(
+        self, uri: str, call: HostCall | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read ``uri`` from the current generation, never from a cache (I9)."""
+        return await self._forward(f"resources/read {uri}", lambda upstream: upstream.read_resource(uri, call))
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """Ask the current generation for completions of one argument."""
+        return await self._forward(
+            "completion/complete", lambda upstream: upstream.complete(ref, argument, context_arguments)
+        )
+
+    @property
+    def upstream_modern(self) -> bool:
+        """Whether the current generation speaks 2026-07-28 (input rounds instead of server→client requests)."""
+        return self.status.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def offers_resources(self) -> bool:
+        """Whether the current generation is ready and offers resources."""
+        upstream = self._upstream
+        return upstream is not None and self.status.state == "ready" and "resources" in upstream.kinds
+
+    async def _forward(self, what: str, request: Callable[[UpstreamSession], Awaitable[T]]) -> T:
         upstream = self._upstream
         if upstream is None or self.status.state != "ready":
             raise UpstreamUnavailable(self.name, self._unavailable_message())
-        with self._bounded_by_tool_timeout(f"resources/read {uri}"):
-            return await upstream.read_resource(uri)
-        raise AssertionError("unreachable")  # pragma: no cover - the context manager re-raises
-
-    @contextlib.contextmanager
-    def _bounded_by_tool_timeout(self, what: str) -> Iterator[None]:
         timeout = self.settings.tool_timeout_sec
         try:
             with trio.fail_after(timeout):
-                yield
+                return await request(upstream)
         except trio.TooSlowError as exc:
             raise UpstreamTimeout(
-                self.name, f"server {self.name!r}: {what} did not answer within {timeout:g}s (tool_timeout_sec)"
+                self.name,
+                f"server {self.name!r}: {what} did not answer within {timeout:g}s (tool_timeout_sec); "
+                "the request was abandoned",
             ) from exc
 
     # -- generation loop ---------------------------------------------------------------
@@ -297,12 +297,14 @@ class ServerActor:
         ready_at: float | None = None
         with trio.CancelScope(deadline=trio.current_time() + timeout) as startup:
             try:
-                async with self._connect(self.settings, on_tools_changed=self._on_tools_changed) as upstream:
+                async with self._connect(self.settings, on_list_changed=self._on_list_changed) as upstream:
                     self._upstream = upstream
-                    self._set_status(connected_at=trio.current_time())
+                    self._set_status(connected_at=trio.current_time(), change_notices=upstream.change_notices)
                     try:
+                        # Without change notices a kept catalog may be stale: re-list on reconnect too.
+                        reuse = not first and upstream.change_notices
                         outcome = await self._sync_via_mailbox(
-                            SyncRequest("refresh" if first else "use", "initial" if first else "reconnect")
+                            SyncRequest("use" if reuse else "refresh", "initial" if first else "reconnect")
                         )
                         if not outcome.ok:
                             return _GenerationEnd(outcome.error or "first sync failed", None)
@@ -318,6 +320,7 @@ class ServerActor:
                             identity=str(upstream.identity),
                         )
                         self._first_attempt_done.set()
+                        self._standing_changed.set()  # a new generation carries no log level or subscriptions yet
                         logger.info(
                             "server=%s generation=%d ready: %d tools (%s, %s)",
                             self.name, self.status.generation, self.status.tool_count,
@@ -354,7 +357,7 @@ class ServerActor:
         reply_send, reply_recv = trio.open_memory_channel[SyncOutcome](1)
         match message:
             case SyncRequest():
-                self._post(SyncRequest(message.mode, message.reason, reply_send))
+                self._post(SyncRequest(message.mode, message.reason, reply_send, message.kinds))
             case Withdraw():
                 self._post(Withdraw(message.reason, reply_send))
             case _:
@@ -367,14 +370,16 @@ class ServerActor:
             self._mailbox_send.send_nowait(message)
         except trio.WouldBlock:
             if self._overflow is None:
-                self._overflow = _Pending()
+                self._overflow = Pending()
             self._overflow.add(message)
 
-    def _on_tools_changed(self) -> None:
-        logger.debug("server=%s announced tools/list_changed", self.name)
-        if self._cache is not None:
-            self._cache.evict(self.name, "list_changed")  # before the re-sync is even queued (I7)
-        self.request_sync("refresh", "list_changed")
+    def _on_list_changed(self, kind: Kind) -> None:
+        logger.debug("server=%s announced %s/list_changed", self.name, kind)
+        kinds = _KINDS_OF_NOTICE[kind]
+        methods = tuple(_CACHED_METHODS[k] for k in kinds if k in _CACHED_METHODS)
+        if self._cache is not None and methods:
+            self._cache.evict(self.name, "list_changed", methods)  # before the re-sync is even queued (I7)
+        self.request_sync("refresh", "list_changed", kinds)
 
     def _heal_unknown_tool(self, raw_name: str, error: MCPError) -> None:
         """I8: a -32602 may mean our catalog is stale. Evict and re-list; never re-send the call."""
@@ -382,22 +387,22 @@ class ServerActor:
             "server=%s tool=%s answered -32602 (%s): re-listing its tools", self.name, raw_name, error.error.message
         )
         if self._cache is not None:
-            self._cache.evict(self.name, "unknown_tool")
-        self.request_sync("refresh", "unknown_tool")
+            self._cache.evict(self.name, "unknown_tool", (TOOLS_LIST,))
+        self.request_sync("refresh", "unknown_tool", frozenset({"tools"}))
 
     # -- mailbox worker ----------------------------------------------------------------
 
     async def _serve_mailbox(self) -> None:
         async with self._mailbox_recv:
             async for message in self._mailbox_recv:
-                pending = _Pending()
+                pending = Pending()
                 pending.add(message)
                 self._drain_into(pending)
                 if pending.debounced:
                     await self._debounce(pending)
                 await self._execute(pending)
 
-    def _drain_into(self, pending: _Pending) -> None:
+    def _drain_into(self, pending: Pending) -> None:
         while True:
             try:
                 pending.add(self._mailbox_recv.receive_nowait())
@@ -405,13 +410,9 @@ class ServerActor:
                 break
         if self._overflow is not None:
             overflow, self._overflow = self._overflow, None
-            if overflow.withdraw is not None:
-                pending.add(Withdraw(overflow.withdraw.reason))
-            if overflow.mode is not None and overflow.reason is not None:
-                pending.add(SyncRequest(overflow.mode, overflow.reason))
-            pending.replies.extend(overflow.replies)
+            pending.merge(overflow)
 
-    async def _debounce(self, pending: _Pending) -> None:
+    async def _debounce(self, pending: Pending) -> None:
         """Wait for a quiet window after the last notice, but no longer than the maximum wait."""
         debounce_sec = self.settings.list_changed_debounce_ms / 1000
         give_up_at = trio.current_time() + self.settings.list_changed_max_wait_ms / 1000
@@ -423,14 +424,14 @@ class ServerActor:
                 continue
             return
 
-    async def _execute(self, pending: _Pending) -> None:
+    async def _execute(self, pending: Pending) -> None:
         if pending.withdraw is not None:
             if self._registry.withdraw(self.name):
                 logger.info("server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason)
-            self._set_status(tool_count=0)
+            self._set_status(tool_count=0, prompt_count=0, resource_count=0, template_count=0)
         outcome = SyncOutcome(ok=True)
         if pending.mode is not None and pending.reason is not None:
-            outcome = await self._sync(pending.mode, pending.reason)
+            outcome = await self._sync(pending.mode, pending.reason, pending.kinds or EVERY_KIND)
             if self._events is not None:
                 self._events.sync_finished(self.name, pending.reason, outcome.ok)
         for reply in pending.replies:
@@ -438,61 +439,100 @@ class ServerActor:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
                 reply.send_nowait(outcome)
 
-    async def _sync(self, mode: CacheMode, reason: SyncReason) -> SyncOutcome:
+    async def _sync(self, mode: CacheMode, reason: SyncReason, kinds: frozenset[Kind]) -> SyncOutcome:
         upstream = self._upstream
         if upstream is None:
             return SyncOutcome(ok=False, error=f"server {self.name!r} is not connected")
         identity = upstream.identity
         identity_key = str(identity) if identity.name is not None else None
-        ticket = None
         if self._cache is not None:
             mode = self._cache.cache_mode_for(self.name, mode, identity_key)
-            ticket = self._cache.begin_fetch(self.name, mode)
+        # A kind the server no longer offers is swapped to nothing, so its old entries go.
+        listings: dict[Kind, Sequence[Definition]] = {kind: [] for kind in kinds - upstream.kinds}
         self.syncs_running += 1
         self.fetches += 1
         timeout = self.settings.startup_timeout_sec
         try:
             with trio.fail_after(timeout):
-                listing = await upstream.list_all_tools(mode)
-            if self._cache is not None and ticket is not None:
-                self._cache.finish_fetch(ticket, identity_key)
+                for kind in (k for k in ALL_KINDS if k in kinds and k in upstream.kinds):
+                    listings[kind] = await self._fetch(upstream, kind, mode, identity_key)
         except UpstreamError as exc:
             return self._sync_failed(reason, str(exc))
         except trio.TooSlowError:
-            return self._sync_failed(reason, f"tools/list did not answer within {timeout:g}s (startup_timeout_sec)")
+            return self._sync_failed(reason, f"listing did not answer within {timeout:g}s (startup_timeout_sec)")
         finally:
             self.syncs_running -= 1
-            if self._events is not None and not (
-                ticket is not None and self._cache is not None and self._cache.served_from_cache(ticket)
-            ):
-                self._events.upstream_listed(self.name)
-        return self._swap(reason, [tool for tool in listing if self.settings.tool_allowed(tool.name)])
+        if "tools" in listings:
+            listings["tools"] = [t for t in listings["tools"] if self.settings.tool_allowed(getattr(t, "name", ""))]
+        return self._swap(reason, listings)
 
-    def _swap(self, reason: SyncReason, listing: Sequence[types.Tool]) -> SyncOutcome:
+    async def _fetch(
+        self, upstream: UpstreamSession, kind: Kind, mode: CacheMode, identity_key: str | None
+    ) -> list[Definition]:
+        """Fetch one kind's listing; tools and prompts through the catalog cache's race guard (I7)."""
+        method = _CACHED_METHODS.get(kind)
+        if method is None:
+            return await upstream.list_all(kind, "bypass")
+        ticket = self._cache.begin_fetch(self.name, mode, method) if self._cache is not None else None
+        served_from_cache = False
+        try:
+            listing = await upstream.list_all(kind, mode)
+            if self._cache is not None and ticket is not None:
+                self._cache.finish_fetch(ticket, identity_key)
+                served_from_cache = self._cache.served_from_cache(ticket)
+        finally:
+            if self._events is not None and kind == "tools" and not served_from_cache:
+                self._events.upstream_listed(self.name)
+        return listing
+
+    def _swap(self, reason: SyncReason, listings: Mapping[Kind, Sequence[Definition]]) -> SyncOutcome:
         """Swap the fetched generation in (synchronous: atomic for every reader)."""
         try:
-            result = self._registry.swap(self.name, listing)
-        except DuplicateToolName as exc:
+            results = self._registry.swap_many(self.name, listings, namespace=self.settings.namespace)
+        except DuplicateName as exc:
             return self._sync_failed(reason, f"{exc}; the listing was rejected")
+        conflicts = [conflict for result in results.values() for conflict in result.conflicts]
         self._set_status(
-            tool_count=len(self._registry.owned_by(self.name)),
+            tool_count=self._registry.count(self.name, "tools"),
+            prompt_count=self._registry.count(self.name, "prompts"),
+            resource_count=self._registry.count(self.name, "resources"),
+            template_count=self._registry.count(self.name, "templates"),
             last_sync_at=trio.current_time(),
             last_sync_reason=reason,
             syncs=self.status.syncs + 1,
-            conflicts=[f"{c.name} (owned by {c.owner})" for c in result.conflicts],
+            conflicts=[f"{c.name} (owned by {c.owner})" for c in conflicts],
         )
-        if result.conflicts:
-            kept = "kept its previous tools" if self.status.tool_count else "registered no tools"
-            for conflict in result.conflicts:
-                logger.error("server=%s sync=%s conflict: %s; the server %s", self.name, reason, conflict, kept)
-            return SyncOutcome(ok=True, error=f"name conflict; {kept}", changed=False)
-        logger.debug("server=%s sync=%s swapped %d tools", self.name, reason, len(listing))
-        return SyncOutcome(ok=True, changed=result.changed)
+        if conflicts:
+            for conflict in conflicts:
+                logger.error(
+                    "server=%s sync=%s conflict: %s; the server keeps its previous entries of that kind",
+                    self.name, reason, conflict,
+                )  # fmt: skip
+            return SyncOutcome(ok=True, error="name conflict; the previous entries were kept")
+        logger.debug("server=%s sync=%s swapped %s", self.name, reason, {k: len(v) for k, v in listings.items()})
+        return SyncOutcome(ok=True)
 
     def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
         logger.warning("server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error)
         self._set_status(last_error=error)
         return SyncOutcome(ok=False, error=error)
+
+    # -- standing state ------------------------------------------------------------------
+
+    async def _serve_standing_state(self) -> None:
+        """Apply the log level and the resource subscriptions to the current generation, on every change."""
+        while True:
+            await self._standing_changed.wait()
+            self._standing_changed = trio.Event()
+            upstream = self._upstream
+            if upstream is None or self.status.state != "ready":
+                continue  # the next generation gets it after its first sync
+            try:
+                with trio.fail_after(self.settings.tool_timeout_sec):
+                    await upstream.set_log_level(self._log_level)
+                    await upstream.set_subscriptions(self._subscriptions)
+            except (UpstreamError, MCPError, trio.TooSlowError) as exc:
+                logger.warning("server=%s could not apply log level / subscriptions: %s", self.name, exc)
 
     # -- status --------------------------------------------------------------------------
 

@@ -99,9 +99,12 @@ class FrontSettings(BaseModel):
     port: int = Field(default=8931, ge=1, le=65535)
     token: SecretStr | None = None
     max_request_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
+    allow_unauthenticated_loopback: bool = False
 
     @model_validator(mode="after")
     def _http_needs_a_token(self) -> Self:
+        if self.allow_unauthenticated_loopback and is_loopback(self.host):
+            return self
         if self.transport == "http" and (self.token is None or not self.token.get_secret_value()):
             raise ValueError(
                 'supervisor.front.token is required with transport = "http" (hosts must present it as a bearer '
@@ -189,6 +192,9 @@ class ServerSettings(BaseModel):
     list_changed_debounce_ms: int = Field(default=DEFAULT_LIST_CHANGED_DEBOUNCE_MS, ge=0, le=60_000)
     list_changed_max_wait_ms: int = Field(default=DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ge=0, le=600_000)
     reconnect: ReconnectSettings = ReconnectSettings()
+    protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
+    namespace: bool = True
+    max_tools: int = Field(default=2000, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _one_transport(self) -> Self:

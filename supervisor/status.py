@@ -25,6 +25,11 @@ class ServerStatus:
     max_attempts: int = 0
     last_error: str | None = None
     tool_count: int = 0
+    prompt_count: int = 0
+    resource_count: int = 0
+    template_count: int = 0
+    change_notices: bool = True
+    """False while the server's generation gets no change notices (its catalog is re-listed on reconnect)."""
     protocol_version: str | None = None
     identity: str | None = None
     connected_at: float | None = None
@@ -48,6 +53,10 @@ class ServerStatus:
                 text = f"reconnecting (attempt {self.attempt}/{self.max_attempts})"
             case _:
                 text = self.state
+        if self.state == "ready" and (self.prompt_count or self.resource_count or self.template_count):
+            text += f", {self.prompt_count} prompts, {self.resource_count} resources, {self.template_count} templates"
+        if self.state == "ready" and not self.change_notices:
+            text += "; no change notices"
         if self.conflicts:
             text += f"; conflicts: {', '.join(self.conflicts)}"
         if self.last_error and self.state != "disabled":

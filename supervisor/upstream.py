@@ -4,26 +4,47 @@
 ``Upstream`` whose methods translate SDK and transport failures into the
 supervisor's ``UpstreamError`` family exactly once, here.
 
-Change notices differ by protocol era (DESIGN §7): handshake-era servers send
-``notifications/tools/list_changed`` to the client's ``message_handler``;
-2026-era servers only deliver them on an open ``subscriptions/listen`` stream,
-which this module holds open in a task for the generation's lifetime. Both
-paths call the same ``on_tools_changed`` callback, which must not block (the
-ServerActor enqueues into its mailbox without waiting).
+What crosses, per direction (DESIGN I13):
+
+* **Catalog.** ``list_all`` fetches every page of one kind (tools, prompts,
+  resources, templates); tools and prompts go through the shared response
+  cache (I4), resource lists always ``bypass`` it (I9).
+* **Requests for a host call** (``call_tool``, ``get_prompt``,
+  ``read_resource``, ``complete``) carry the host's progress wish (a per-call
+  progress callback) and, to a 2026-era server, its log level in ``_meta``.
+  A 2026-era server's ``InputRequiredResult`` is passed through to a 2026-era
+  host unchanged (it runs the round and retries with the same
+  ``requestState``), and driven for a handshake-era host with its own
+  connection answering each embedded request (``HostSide.ask_host``).
+* **Server→client requests** of a handshake-era server (sampling, elicitation,
+  roots) go to ``HostSide.ask_host``, which attributes them (``host_calls``).
+* **Notices.** Change notices differ by era (DESIGN §7): handshake-era servers
+  send them to ``message_handler``; 2026-era servers deliver them only on an
+  open ``subscriptions/listen`` stream, which ``_serve_listen`` holds for the
+  generation (re-opened when the set of subscribed resource URIs changes).
+  ``on_list_changed(kind)`` must not block. Log messages, resource updates and
+  URL-elicitation completions go to the ``HostSide``.
+
+A 2026-era server that never acknowledges ``subscriptions/listen`` (some answer
+with chunked JSON instead of a stream) is given ``LISTEN_ACK_BOUND_SEC``; then
+the generation carries on without change notices (``change_notices`` False,
+so the actor re-lists on reconnect instead of reusing).
 
 Nursery: ``open_upstream`` owns one nursery for the listen task and the
 transport's own pumps; it is closed when the generation ends. Waits here are
 unbounded on purpose: the ServerActor bounds connect/list with
-``startup_timeout_sec`` and calls with ``tool_timeout_sec``.
+``startup_timeout_sec`` and requests with ``tool_timeout_sec``.
 """
 
 from __future__ import annotations
 
+import contextvars
+import itertools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import httpx2
@@ -31,25 +52,30 @@ import mcp_types as types
 import trio
 from mcp import Client, MCPError
 from mcp.client.caching import CacheConfig, CacheMode
-from mcp.client.session import IncomingMessage
-from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, LOG_LEVEL_META_KEY, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from supervisor._compat import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, TransportStreams, run_input_required_driver
 from supervisor._version import __version__
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
+from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call
+from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
+from supervisor.upstream_http import open_http_transport
+from supervisor.upstream_listen import ListenFilter, ListenTarget, serve_listen
 from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
 
 logger = logging.getLogger(__name__)
 
 MAX_LIST_PAGES: Final = 1000
 """A paginator that never ends cannot hang a sync."""
+LISTEN_ACK_BOUND_SEC: Final = 5.0
+"""How long a 2026-era server may take to acknowledge ``subscriptions/listen`` before we go without notices."""
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
+PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
 CLIENT_INFO: Final = types.Implementation(name="mcp-supervisor", version=__version__)
 
 
@@ -69,10 +95,23 @@ class Identity:
 class Upstream:
     """A connected generation of one server. Created only by ``open_upstream``."""
 
-    def __init__(self, settings: ServerSettings, client: Client, health: TransportHealth) -> None:
+    def __init__(
+        self, settings: ServerSettings, client: Client, health: TransportHealth, host: HostSide | None
+    ) -> None:
         self._settings = settings
         self._client = client
+        self._host = host
         self.health = health
+        self.change_notices = True
+        """False when this generation gets no change notices (a 2026-era server that never acknowledged listen)."""
+        self.listen_filter = ListenFilter()
+        self._subscribed: frozenset[str] = frozenset()
+        self._subscribing = trio.Lock()
+        self._log_level: types.LoggingLevel | None = None
+        self._progress_tokens = itertools.count(1)
+        self._progress_routes: dict[str, CallNotices] = {}
+
+    # -- what this generation is ------------------------------------------------------
 
     @property
     def protocol_version(self) -> str:
@@ -87,66 +126,374 @@ class Upstream:
         info = self._client.server_info
         return Identity(None, None) if info is None else Identity(info.name, info.version)
 
-    async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]:
-        """Fetch every page of ``tools/list``.
-
-        Raises:
-            UpstreamUnavailable: The connection died.
-            UpstreamProtocolError: The server answered with an error or an invalid listing.
-        """
-        name = self._settings.name
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        for _ in range(MAX_LIST_PAGES):
-            with self._translate_errors("tools/list"):
-                page = await self._client.list_tools(cursor=cursor, cache_mode=cache_mode)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                return tools
-        raise UpstreamProtocolError(name, f"server {name!r}: tools/list did not end after {MAX_LIST_PAGES} pages")
-
-    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        """Call one tool by its raw name and return the result without the upstream's serverInfo stamp.
-
-        An ``MCPError`` the server answered with is re-raised unchanged (the host
-        must see the original error); a dead connection becomes ``UpstreamUnavailable``.
-        """
-        with self._translate_errors(f"tools/call {raw_name}", passthrough_server_errors=True):
-            result = await self._client.call_tool(raw_name, arguments)
-        if result.meta and SERVER_INFO_META_KEY in result.meta:
-            meta = {key: value for key, value in result.meta.items() if key != SERVER_INFO_META_KEY}
-            result = result.model_copy(update={"meta": meta or None})
-        return result
+    @property
+    def kinds(self) -> frozenset[Kind]:
+        """The catalog kinds this server offers (from its capabilities; tools are always asked for)."""
+        capabilities = self._client.server_capabilities
+        kinds: set[Kind] = {"tools"}
+        if capabilities.prompts is not None:
+            kinds.add("prompts")
+        if capabilities.resources is not None:
+            kinds.update(("resources", "templates"))
+        return frozenset(kinds)
 
     @property
     def has_resources(self) -> bool:
         return self._client.server_capabilities.resources is not None
 
-    async def list_all_resources(self) -> list[types.Resource]:
-        """Every page of ``resources/list``, always from the server (I9: ``bypass``)."""
-        resources: list[types.Resource] = []
+    # -- catalog -----------------------------------------------------------------------
+
+    async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]:
+        """Fetch every page of one kind's listing.
+
+        Raises:
+            UpstreamUnavailable: The connection died.
+            UpstreamProtocolError: The server answered with an error, an invalid
+                listing, more than ``max_tools`` entries, or pages without end.
+        """
+        name = self._settings.name
+        limit = self._settings.max_tools
+        method = _LIST_METHODS[kind]
+        items: list[Definition] = []
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
-            with self._translate_errors("resources/list", passthrough_server_errors=True):
-                page = await self._client.list_resources(cursor=cursor, cache_mode="bypass")
-            resources.extend(page.resources)
-            cursor = page.next_cursor
+            with self._translate_errors(method):
+                try:
+                    page_items, cursor = await self._list_page(kind, cursor, cache_mode)
+                except MCPError as exc:
+                    if kind == "templates" and exc.code == METHOD_NOT_FOUND:
+                        return []  # resources without templates
+                    raise
+            items.extend(page_items)
+            if len(items) > limit:
+                raise UpstreamProtocolError(
+                    name,
+                    f"server {name!r}: {method} listed more than {limit} entries (max_tools = {limit}); "
+                    "the listing was refused. Raise max_tools for this server or narrow it with enabled_tools",
+                )
             if cursor is None:
-                break
-        return resources
+                return items
+            await trio.lowlevel.checkpoint()  # a long listing yields between pages (I15)
+        raise UpstreamProtocolError(name, f"server {name!r}: {method} did not end after {MAX_LIST_PAGES} pages")
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """Read one resource, always from the server (I9: ``bypass``); stamp stripped like calls."""
-        with self._translate_errors(f"resources/read {uri}", passthrough_server_errors=True):
-            result = await self._client.read_resource(uri, cache_mode="bypass")
-        if result.meta and SERVER_INFO_META_KEY in result.meta:
-            meta = {key: value for key, value in result.meta.items() if key != SERVER_INFO_META_KEY}
-            result = result.model_copy(update={"meta": meta or None})
-        return result
+    async def _list_page(
+        self, kind: Kind, cursor: str | None, cache_mode: CacheMode
+    ) -> tuple[list[Definition], str | None]:
+        client = self._client
+        match kind:
+            case "tools":
+                tools = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
+                return list(tools.tools), tools.next_cursor
+            case "prompts":
+                prompts = await client.list_prompts(cursor=cursor, cache_mode=cache_mode)
+                return list(prompts.prompts), prompts.next_cursor
+            case "resources":
+                resources = await client.list_resources(cursor=cursor, cache_mode="bypass")  # I9
+                return list(resources.resources), resources.next_cursor
+            case "templates":
+                templates = await client.list_resource_templates(cursor=cursor, cache_mode="bypass")  # I9
+                return list(templates.resource_templates), templates.next_cursor
+
+    # -- requests for a host call --------------------------------------------------------
+
+    async def call_tool(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Call one tool by its raw name for ``call``.
+
+        An ``MCPError`` the server answered with is re-raised unchanged (the host
+        must see the original error); a dead connection becomes ``UpstreamUnavailable``.
+        """
+        session = self._client.session
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            result = await session.call_tool(
+                raw_name,
+                arguments,
+                progress_callback=progress,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,
+                allow_input_required=True,
+            )
+            if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+                raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: unexpected result shape")
+            return result
+
+        result = await self._interactive(f"tools/call {raw_name}", call, send)
+        return cast(types.CallToolResult | types.InputRequiredResult, result)
+
+    async def get_prompt(
+        self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """Get one prompt by its raw name for ``call`` (errors as in ``call_tool``)."""
+        session = self._client.session
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
+        ) -> types.GetPromptResult | types.InputRequiredResult:
+            del progress  # prompts/get has no progress callback in the SDK
+            return await session.get_prompt(
+                raw_name,
+                arguments,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,
+                allow_input_required=True,
+            )
+
+        result = await self._interactive(f"prompts/get {raw_name}", call, send)
+        return cast(types.GetPromptResult | types.InputRequiredResult, result)
+
+    async def read_resource(
+        self, uri: str, call: HostCall | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """Read one resource, always from the server (I9: the response cache is never involved)."""
+        session = self._client.session
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
+        ) -> types.ReadResourceResult | types.InputRequiredResult:
+            del progress
+            return await session.read_resource(
+                uri, input_responses=responses, request_state=state, meta=meta, allow_input_required=True
+            )
+
+        result = await self._interactive(f"resources/read {uri}", call, send)
+        return cast(types.ReadResourceResult | types.InputRequiredResult, result)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """Ask for completions of one argument."""
+        with self._translate_errors("completion/complete", passthrough_server_errors=True):
+            return await self._client.complete(ref=ref, argument=argument, context_arguments=context_arguments)
+
+    async def _interactive(
+        self,
+        what: str,
+        call: HostCall | None,
+        send: Callable[[types.InputResponses | None, str | None, Any, Any], Awaitable[Any]],
+    ) -> Any:
+        if call is None:
+            return await self._send_and_drive(what, None, None, send)
+        meta: dict[str, Any] = {}
+        if self.modern and (level := call.log_level) is not None:
+            meta[LOG_LEVEL_META_KEY] = level
+        notices = call.notices = CallNotices(call)
+        token: str | None = None
+        if call.wants_progress:
+            # Our own token, so the transport tap (not a spawned SDK callback) sees each notice in wire order.
+            token = f"{PROGRESS_TOKEN_PREFIX}{next(self._progress_tokens)}"
+            meta["progressToken"] = token
+            self._progress_routes[token] = notices
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(notices.run)
+                try:
+                    return await self._send_and_drive(what, call, meta or None, send)
+                finally:
+                    notices.close()  # the pump forwards what is queued, then ends: notices precede the result
+        finally:
+            if token is not None:
+                del self._progress_routes[token]
+            call.notices = None
+
+    async def _send_and_drive(
+        self,
+        what: str,
+        call: HostCall | None,
+        meta: dict[str, Any] | None,
+        send: Callable[[types.InputResponses | None, str | None, Any, Any], Awaitable[Any]],
+    ) -> Any:
+        passthrough = call is not None and call.modern_host and self.modern
+        responses = call.input_responses if passthrough and call is not None else None
+        state = call.request_state if passthrough and call is not None else None
+        with self._translate_errors(what, passthrough_server_errors=True):
+            first = await send(responses, state, meta, None)
+            if isinstance(first, types.InputRequiredResult) and not passthrough:
+                # A handshake-era host (or none): run the rounds here, the host answering each request.
+                first = await run_input_required_driver(
+                    first,
+                    dispatch=self._dispatch_input_request,
+                    retry=lambda r, s: send(r, s, meta, None),
+                    max_rounds=DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+                )
+        return _strip_server_stamp(first)
+
+    def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
+        """See each notification in wire order, before the SDK spawns its handlers (runs in the reader task).
+
+        Progress carrying one of our tokens, and log messages that belong to one
+        host call, go into that call's ``CallNotices``; everything else is left
+        to the SDK's callbacks.
+        """
+        params = message.params or {}
+        if message.method == "notifications/progress":
+            token = params.get("progressToken")
+            notices = self._progress_routes.get(token) if isinstance(token, str) else None
+            if notices is not None:
+                notices.put(types.ProgressNotificationParams.model_validate(params))
+            return
+        if message.method != "notifications/message" or self._host is None:
+            return
+        name = self._settings.name
+        call = context.run(current_call.get) if context is not None else None
+        if call is None or call.server != name:
+            call = self._host.attribute(name)
+        if call is None or call.notices is None or not (self.modern or call.modern_host):
+            return  # a handshake-era server's messages are connection-wide: the Relay broadcasts them
+        try:
+            log = types.LoggingMessageNotificationParams.model_validate(params)
+        except ValidationError:
+            return
+        if call.wants_log(log.level):
+            call.notices.put(_named_for(name, log))
+
+    async def _dispatch_input_request(
+        self, key: str, request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData:
+        if self._host is None:
+            return _no_host(request.method)
+        return await self._host.ask_host(self._settings.name, request)
+
+    # -- standing state: log level, resource subscriptions -------------------------------
+
+    async def set_log_level(self, level: types.LoggingLevel | None) -> None:
+        """Ask a handshake-era server with logging for ``level`` (2026-era levels travel per request)."""
+        if level is None or level == self._log_level or self.modern:
+            return
+        if self._client.server_capabilities.logging is None:
+            return
+        with self._translate_errors("logging/setLevel"):
+            await self._client.session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level=level)), types.EmptyResult
+            )
+        self._log_level = level
+
+    async def set_subscriptions(self, uris: frozenset[str]) -> None:
+        """Make the server's resource subscriptions ``uris``; return once the server has them.
+
+        Handshake era: subscribe the new URIs, unsubscribe the old. 2026 era: the
+        listen stream is re-opened with the new set (``_serve_listen``).
+        """
+        async with self._subscribing:
+            if self.modern:
+                self.listen_filter.update(uris)
+                if self.change_notices:
+                    await self.listen_filter.wait_applied(uris)
+                return
+            await self._set_legacy_subscriptions(uris)
+
+    async def _set_legacy_subscriptions(self, uris: frozenset[str]) -> None:
+        capabilities = self._client.server_capabilities.resources
+        if capabilities is None or not capabilities.subscribe:
+            return
+        session = self._client.session
+        for uri in sorted(uris - self._subscribed):
+            with self._translate_errors(f"resources/subscribe {uri}"):
+                await session.send_request(
+                    types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+                )
+            self._subscribed |= {uri}
+        for uri in sorted(self._subscribed - uris):
+            with self._translate_errors(f"resources/unsubscribe {uri}"):
+                await session.send_request(
+                    types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)), types.EmptyResult
+                )
+            self._subscribed -= {uri}
 
     def _translate_errors(self, what: str, *, passthrough_server_errors: bool = False) -> _ErrorTranslator:
         return _ErrorTranslator(self._settings.name, what, self.health, passthrough_server_errors)
+
+
+_LIST_METHODS: Final[dict[Kind, str]] = {
+    "tools": "tools/list",
+    "prompts": "prompts/list",
+    "resources": "resources/list",
+    "templates": "resources/templates/list",
+}
+
+
+def _named_for(server: str, log: types.LoggingMessageNotificationParams) -> types.LoggingMessageNotificationParams:
+    """The host sees ``logger = <server>`` (``<server>.<logger>`` when the upstream named one)."""
+    return log.model_copy(update={"logger": f"{server}.{log.logger}" if log.logger else server})
+
+
+Tap = Callable[[types.JSONRPCNotification, contextvars.Context | None], None]
+
+
+class _TappedReadStream:
+    """A transport's read stream that shows every notification to ``tap`` first, in wire order."""
+
+    def __init__(self, inner: Any, tap: Tap) -> None:
+        self._inner = inner
+        self._tap = tap
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
+        return context
+
+    async def receive(self) -> SessionMessage | Exception:
+        item: SessionMessage | Exception = await self._inner.receive()
+        if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCNotification):
+            try:
+                self._tap(item.message, self.last_context)
+            except Exception:  # the tap must never cost the connection
+                logger.exception("notification tap failed")
+        return item
+
+    def __aiter__(self) -> _TappedReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _TappedReadStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def _tapped(
+    transport: AbstractAsyncContextManager[TransportStreams], tap: Tap
+) -> AsyncIterator[TransportStreams]:
+    async with transport as (read_stream, write_stream):
+        tapped: Any = _TappedReadStream(read_stream, tap)
+        yield tapped, write_stream
+
+
+def _strip_server_stamp(result: Any) -> Any:
+    """Drop the upstream's ``serverInfo`` ``_meta`` stamp: the host talks to us, not to it."""
+    meta = getattr(result, "meta", None)
+    if meta and SERVER_INFO_META_KEY in meta:
+        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
+        return result.model_copy(update={"meta": rest or None})
+    return result
+
+
+def _no_host(method: str) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"mcp-supervisor has no host to forward {method} to (one-shot command)",
+    )
 
 
 class _ErrorTranslator:
@@ -181,54 +528,24 @@ class _ErrorTranslator:
             raise UpstreamUnavailable(server, f"server {server!r}: transport failed during {what}: {exc}") from exc
 
 
-@asynccontextmanager
-async def _open_http_transport(settings: ServerSettings, health: TransportHealth) -> AsyncIterator[tuple[Any, Any]]:
-    """Streamable-HTTP transport whose failures end the generation.
-
-    The SDK reports transport failures as exception values on the read stream
-    and keeps the session open; this relay marks the generation lost on the
-    first such value and when the stream ends.
-    """
-    assert settings.url is not None
-    headers = dict(settings.http_headers)
-    if (token := settings.bearer_token()) is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    async with (
-        create_mcp_http_client(headers=headers) as http_client,
-        streamable_http_client(settings.url, http_client=http_client) as (upstream_read, upstream_write),
-    ):
-        to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-
-        async def relay() -> None:
-            async with to_session:
-                async for item in upstream_read:
-                    if isinstance(item, Exception):
-                        health.mark_lost(f"HTTP transport error: {item}")
-                    await to_session.send(item)
-            health.mark_lost("HTTP stream ended")
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(relay)
-            try:
-                yield read_stream, upstream_write
-            finally:
-                nursery.cancel_scope.cancel()
-
-
-def _open_transport(settings: ServerSettings, health: TransportHealth) -> AbstractAsyncContextManager[Any]:
+def _open_transport(settings: ServerSettings, health: TransportHealth) -> AbstractAsyncContextManager[TransportStreams]:
     if settings.transport == "stdio":
         return open_stdio_transport(settings, health)
-    return _open_http_transport(settings, health)
+    return open_http_transport(settings, health)
+
+
+OnListChanged = Callable[[Kind], None]
 
 
 @asynccontextmanager
 async def open_upstream(
     settings: ServerSettings,
     *,
-    on_tools_changed: Callable[[], None],
+    on_list_changed: OnListChanged,
     cache: CacheConfig | None = None,
+    host: HostSide | None = None,
 ) -> AsyncIterator[Upstream]:
-    """Connect one generation of ``settings`` and keep its change notices flowing.
+    """Connect one generation of ``settings`` and keep its notices flowing.
 
     Raises:
         UpstreamUnavailable: The server could not be started or reached, or hung up during the handshake.
@@ -236,21 +553,72 @@ async def open_upstream(
     """
     name = settings.name
     health = TransportHealth()
+    client_ref: list[Client] = []
 
     async def on_message(message: IncomingMessage) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            on_tools_changed()
-        elif isinstance(message, Exception):
-            logger.debug("server=%s transport reported %r", name, message)
+        # A 2026-era server's change notices also arrive on the listen stream; they are taken from there only.
+        modern = bool(client_ref) and client_ref[0].protocol_version in MODERN_PROTOCOL_VERSIONS
+        match message:
+            case types.ToolListChangedNotification() if not modern:
+                on_list_changed("tools")
+            case types.PromptListChangedNotification() if not modern:
+                on_list_changed("prompts")
+            case types.ResourceListChangedNotification() if not modern:
+                on_list_changed("resources")
+            case types.ResourceUpdatedNotification(params=params) if not modern and host is not None:
+                await host.deliver_resource_updated(name, str(params.uri))
+            case types.LoggingMessageNotification(params=params) if host is not None and not modern:
+                # Connection-wide (handshake era); request-scoped messages went through the tap.
+                await host.deliver_log(name, _named_for(name, params))
+            case types.ElicitCompleteNotification(params=params) if host is not None:
+                await host.deliver_elicitation_complete(name, params.elicitation_id)
+            case Exception():
+                logger.debug("server=%s transport reported %r", name, message)
+            case _:
+                pass
         await trio.lowlevel.checkpoint()
 
+    async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        if host is None:
+            return _no_host(request.method)
+        return await host.ask_host(name, request)
+
+    async def on_sampling(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        answer = await ask(types.CreateMessageRequest(params=params))
+        assert isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData)
+        return answer
+
+    async def on_elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer = await ask(types.ElicitRequest(params=params))
+        assert isinstance(answer, types.ElicitResult | types.ErrorData)
+        return answer
+
+    async def on_list_roots(context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        answer = await ask(types.ListRootsRequest())
+        assert isinstance(answer, types.ListRootsResult | types.ErrorData)
+        return answer
+
+    def tap(message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
+        if upstream_ref:
+            upstream_ref[0].tap(message, context)
+
+    upstream_ref: list[Upstream] = []
     client = Client(
-        _open_transport(settings, health),
-        mode="auto",
+        _tapped(_open_transport(settings, health), tap),
+        mode=settings.protocol,
         message_handler=on_message,
         client_info=CLIENT_INFO,
         cache=cache,
+        sampling_callback=on_sampling,
+        sampling_capabilities=types.SamplingCapability(tools=types.SamplingToolsCapability()),
+        elicitation_callback=on_elicitation,
+        list_roots_callback=on_list_roots,
     )
+    client_ref.append(client)
     # The client is entered through an exit stack, so that on the way out it sees
     # the exception leaving the generation: the HTTP transport runs a task group
     # in this task, and a failed request cancels it; only the client's own exit,
@@ -260,12 +628,18 @@ async def open_upstream(
         await stack.enter_async_context(client)
     except Exception as exc:
         raise _connect_error(name, health, exc) from exc
-    upstream = Upstream(settings, client, health)
+    upstream = Upstream(settings, client, health, host)
+    upstream_ref.append(upstream)
     body_failed = False
     try:
         async with stack, trio.open_nursery() as nursery:
             if upstream.modern:
-                await nursery.start(_listen_for_tool_changes, client, name, health, on_tools_changed)
+                upstream.change_notices = await nursery.start(
+                    serve_listen,
+                    client,
+                    upstream.listen_filter,
+                    ListenTarget(name, upstream.health, on_list_changed, host),
+                )
             try:
                 yield upstream
             except BaseException:
@@ -306,34 +680,3 @@ def _connect_error(name: str, health: TransportHealth, exc: Exception) -> Upstre
         return UpstreamUnavailable(name, f"server {name!r} could not be started: {leaf}")
     reason = health.reason or f"{type(leaf).__name__}: {leaf}"
     return UpstreamUnavailable(name, f"server {name!r} failed during the handshake: {reason}")
-
-
-async def _listen_for_tool_changes(
-    client: Client,
-    name: str,
-    health: TransportHealth,
-    on_tools_changed: Callable[[], None],
-    *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Hold a ``subscriptions/listen`` stream open and forward tool-list changes (2026 era).
-
-    An established stream that drops abruptly means the connection is gone (over
-    HTTP nothing else would tell us until the next call), so it ends the generation.
-    """
-    started = False
-    try:
-        async with client.listen(tools_list_changed=True) as subscription:
-            task_status.started()
-            started = True
-            async for _event in subscription:
-                on_tools_changed()
-    except SubscriptionLost as exc:
-        if started:
-            health.mark_lost("the change-notice stream dropped")
-        logger.debug("server=%s: tools list_changed stream lost (%r)", name, exc)
-    except (ListenNotSupportedError, MCPError, TimeoutError) as exc:
-        logger.debug("server=%s: no tools list_changed stream (%r)", name, exc)
-    finally:
-        if not started:
-            task_status.started()

@@ -398,7 +398,7 @@ async def hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] =
 
 @asynccontextmanager
 async def open_host(
-    config: Path, mode: ConnectMode = "auto", *, env: Mapping[str, str] | None = None
+    config: Path, mode: ConnectMode = "auto", *, env: Mapping[str, str] | None = None, **client_options: Any
 ) -> AsyncIterator[Host]:
     """Launch ``python -m supervisor run --config CONFIG`` and connect to it as a host.
 
@@ -407,7 +407,8 @@ async def open_host(
     """
     host = Host()
     transport = _sidecar_transport(host, sidecar_argv(config), sidecar_env(env))
-    async with Client(transport, mode=mode, message_handler=host.on_message) as client:
+    client_options.setdefault("message_handler", host.on_message)
+    async with Client(transport, mode=mode, **client_options) as client:
         host.client = client
         async with trio.open_nursery() as nursery:
             if host.modern:
@@ -580,7 +581,7 @@ async def open_http_sidecar(
 
 @asynccontextmanager
 async def open_http_host(
-    url: str, token: str, mode: ConnectMode = "auto", *, server_may_be_gone: bool = False
+    url: str, token: str, mode: ConnectMode = "auto", *, server_may_be_gone: bool = False, **client_options: Any
 ) -> AsyncIterator[Host]:
     """Connect a host to an HTTP front with ``Authorization: Bearer <token>``; 2026-era hosts hold a listen stream.
 
@@ -592,7 +593,8 @@ async def open_http_host(
     try:
         async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http_client:
             transport = streamable_http_client(url, http_client=http_client)
-            async with Client(transport, mode=mode, message_handler=host.on_message) as client:
+            client_options.setdefault("message_handler", host.on_message)
+            async with Client(transport, mode=mode, **client_options) as client:
                 host.client = client
                 async with trio.open_nursery() as nursery:
                     if host.modern:

@@ -24,6 +24,8 @@ import trio
 from mcp.client.caching import CacheMode
 
 from supervisor.errors import UpstreamUnavailable
+from supervisor.host_calls import HostCall
+from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
 from supervisor.upstream import Identity
 from supervisor.upstream_stdio import TransportHealth
@@ -36,6 +38,11 @@ def tool(name: str, description: str | None = None) -> types.Tool:
     return types.Tool(name=name, description=description, input_schema={"type": "object"})
 
 
+def prompt(name: str, description: str | None = None) -> types.Prompt:
+    """A minimal upstream prompt definition."""
+    return types.Prompt(name=name, description=description)
+
+
 @dataclass(eq=False)
 class FakeSession:
     """One connected generation of a ``FakeServer`` (satisfies ``UpstreamSession``)."""
@@ -44,6 +51,7 @@ class FakeSession:
     generation: int
     health: TransportHealth = field(default_factory=TransportHealth)
     closed: bool = False
+    change_notices: bool = True
     _inflight: set[trio.CancelScope] = field(default_factory=set)
 
     @property
@@ -54,25 +62,46 @@ class FakeSession:
     def identity(self) -> Identity:
         return Identity("fake", "1.0")
 
-    async def list_all_tools(self, cache_mode: CacheMode) -> list[types.Tool]:
-        return await self.server._fetch(self, cache_mode)
-
     @property
-    def has_resources(self) -> bool:
-        return False
+    def kinds(self) -> frozenset[Kind]:
+        return frozenset({"tools", "prompts"}) if self.server.prompts is not None else frozenset({"tools"})
 
-    async def list_all_resources(self) -> list[types.Resource]:
-        return []
+    async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]:
+        if kind == "prompts":
+            return await self.server._fetch_prompts(self)
+        assert kind == "tools", f"the fake serves no {kind}"
+        return list(await self.server._fetch(self, cache_mode))
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        raise AssertionError("the fake serves no resources")
-
-    async def call_tool(self, raw_name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def call_tool(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
+    ) -> types.CallToolResult:
         if self.closed:
             raise UpstreamUnavailable(self.server.name, "fake: session closed")
         self.server.calls.append((raw_name, arguments))
         await trio.lowlevel.checkpoint()
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"{raw_name} ok")])
+
+    async def get_prompt(
+        self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
+    ) -> types.GetPromptResult:
+        raise AssertionError("the fake serves no prompt contents")
+
+    async def read_resource(self, uri: str, call: HostCall | None = None) -> types.ReadResourceResult:
+        raise AssertionError("the fake serves no resources")
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        raise AssertionError("the fake serves no completions")
+
+    async def set_log_level(self, level: types.LoggingLevel | None) -> None:
+        self.server.log_levels.append(level)
+
+    async def set_subscriptions(self, uris: frozenset[str]) -> None:
+        self.server.subscriptions.append(uris)
 
     def close(self) -> None:
         self.closed = True
@@ -104,7 +133,12 @@ class FakeServer:
         self.fetch_error: Exception | None = None
         self.close_delay_sec = 0.0
         self.session: FakeSession | None = None
-        self.on_tools_changed: Callable[[], None] | None = None
+        self.on_list_changed: Callable[[Kind], None] | None = None
+        self.prompts: list[types.Prompt] | None = None
+        """None: the server offers no prompts at all."""
+        self.prompt_fetch_error: Exception | None = None
+        self.log_levels: list[types.LoggingLevel | None] = []
+        self.subscriptions: list[frozenset[str]] = []
         self.connect_times: list[float] = []
         self.fetch_times: list[float] = []
         self.fetch_modes: list[CacheMode] = []
@@ -116,8 +150,13 @@ class FakeServer:
 
     def notify_tools_changed(self) -> None:
         """Deliver one ``tools/list_changed`` notice to the actor, as the client would."""
-        assert self.on_tools_changed is not None, "no generation has connected yet"
-        self.on_tools_changed()
+        assert self.on_list_changed is not None, "no generation has connected yet"
+        self.on_list_changed("tools")
+
+    def notify_prompts_changed(self) -> None:
+        """Deliver one ``prompts/list_changed`` notice to the actor, as the client would."""
+        assert self.on_list_changed is not None, "no generation has connected yet"
+        self.on_list_changed("prompts")
 
     def drop(self, reason: str = "fake: killed") -> None:
         """End the current generation (the transport died)."""
@@ -128,7 +167,7 @@ class FakeServer:
 
     @asynccontextmanager
     async def connect(
-        self, settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+        self, settings: ServerSettings, *, on_list_changed: Callable[[Kind], None]
     ) -> AsyncIterator[FakeSession]:
         self.connect_times.append(trio.current_time())
         outcome = self.connect_script.pop(0) if self.connect_script else self.connect_default
@@ -139,7 +178,7 @@ class FakeServer:
             raise UpstreamUnavailable(settings.name, f"fake: server {settings.name!r} refused the connection")
         session = FakeSession(self, generation=len(self.connect_times))
         self.session = session
-        self.on_tools_changed = on_tools_changed
+        self.on_list_changed = on_list_changed
         try:
             yield session
         finally:
@@ -148,6 +187,14 @@ class FakeServer:
                 self.session = None
             with trio.CancelScope(shield=True):
                 await trio.sleep(self.close_delay_sec)
+
+    async def _fetch_prompts(self, session: FakeSession) -> list[Definition]:
+        if session.closed:
+            raise UpstreamUnavailable(self.name, "fake: session closed")
+        await trio.lowlevel.checkpoint()
+        if self.prompt_fetch_error is not None:
+            raise self.prompt_fetch_error
+        return list(self.prompts or [])
 
     async def _fetch(self, session: FakeSession, cache_mode: CacheMode) -> list[types.Tool]:
         if session.closed:

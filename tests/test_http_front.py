@@ -22,6 +22,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from supervisor.front import Front
 from supervisor.front_http import HttpHostLink
+from supervisor.relay import Relay
 from supervisor.root import Supervisor
 from supervisor.settings import load_settings
 from tests.e2e import (
@@ -71,11 +72,12 @@ async def serve_front_in_process(tmp_path: Path) -> AsyncIterator[InProcessFront
     port = free_port()
     config = write_settings(tmp_path, {}, supervisor=http_supervisor_table(port, max_request_body_bytes=BODY_LIMIT))
     settings = load_settings(config, environ={"MCP_SUPERVISOR_TOKEN": TOKEN})
-    supervisor = Supervisor(settings)
-    front = Front(supervisor, delivery_reported=False)
+    relay = Relay()
+    supervisor = Supervisor(settings, host=relay)
+    front = Front(supervisor, relay)
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
-        nursery.start_soon(front.serve_change_notices)
+        await nursery.start(front.run)
         await nursery.start(HttpHostLink(front, settings.supervisor.front).run)
         yield InProcessFront(supervisor, front, f"http://127.0.0.1:{port}/mcp")
         nursery.cancel_scope.cancel()

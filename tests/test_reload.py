@@ -15,6 +15,7 @@ from typing import Any
 import trio
 import trio.testing
 
+from supervisor.registry import Kind
 from supervisor.root import Supervisor
 from supervisor.seams import UpstreamSession
 from supervisor.settings import ReconnectSettings, ServerSettings, Settings
@@ -45,9 +46,9 @@ class Fleet:
         self.fakes = fakes
 
     def connect(
-        self, settings: ServerSettings, *, on_tools_changed: Callable[[], None]
+        self, settings: ServerSettings, *, on_list_changed: Callable[[Kind], None]
     ) -> AbstractAsyncContextManager[UpstreamSession]:
-        return self.fakes[settings.name].connect(settings, on_tools_changed=on_tools_changed)
+        return self.fakes[settings.name].connect(settings, on_list_changed=on_list_changed)
 
 
 @asynccontextmanager

@@ -113,7 +113,8 @@ class _Rig:
             nursery.cancel_scope.cancel("test done")
 
 
-def _text(result: types.CallToolResult) -> str:
+def _text(result: types.CallToolResult | types.InputRequiredResult) -> str:
+    assert isinstance(result, types.CallToolResult)
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     return block.text

@@ -1,0 +1,54 @@
+"""Every use of private or provisional ``mcp`` SDK API, in one place (mcp 2.3).
+
+An SDK upgrade that moves one of these breaks here, loudly, and
+``tests/test_compat.py`` holds one test per assumption. Nothing else in the
+package may import an underscored SDK module or touch an underscored attribute
+of an SDK object.
+
+* ``connection_of``: ``ServerSession`` has no public accessor for the
+  ``Connection`` it proxies; the handshake-era host's connection is what lives
+  as long as that host does (the SDK builds a new ``ServerSession`` per request).
+* ``create_mcp_http_client``: the SDK's httpx client factory with the MCP
+  transports' timeouts lives in ``mcp.shared._httpx_utils``.
+* ``TransportStreams``: the (read, write) stream pair a transport yields is
+  only named in ``mcp.client._transport``.
+* ``add_server_middleware``: ``Server.middleware`` is marked provisional.
+* ``run_input_required_driver``: the SDK's SEP-2322 round driver (sampling,
+  elicitation, roots embedded in an ``InputRequiredResult``) is only public
+  inside ``Client.call_tool``; the sidecar drives rounds for handshake-era hosts
+  through it with its own dispatch (the host's connection).
+
+Concurrency: plain functions and aliases; nothing here awaits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
+from mcp.client._transport import TransportStreams
+from mcp.server import Server
+from mcp.server.connection import Connection
+from mcp.server.context import ServerMiddleware
+from mcp.server.session import ServerSession
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+__all__ = [
+    "DEFAULT_INPUT_REQUIRED_MAX_ROUNDS",
+    "TransportStreams",
+    "add_server_middleware",
+    "connection_of",
+    "create_mcp_http_client",
+    "run_input_required_driver",
+]
+
+
+def connection_of(session: ServerSession) -> Connection:
+    """The connection a per-request ``ServerSession`` belongs to."""
+    connection: Connection = session._connection
+    return connection
+
+
+def add_server_middleware(server: Server[Any], middleware: ServerMiddleware[Any]) -> None:
+    """Append ``middleware`` innermost (after the SDK's OpenTelemetry middleware)."""
+    server.middleware.append(middleware)

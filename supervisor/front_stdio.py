@@ -1,0 +1,176 @@
+"""The Front over stdio: the one host that started us, on our stdin/stdout.
+
+``StdioHostLink.run`` serves the Front's MCP server over the cancellable stdio
+wire (``_stdio_wire``). It tracks, at the wire, every request the host sent
+and every answer written back (``_Unanswered``), which gives two guarantees:
+
+* **EOF with requests pending.** A host that writes its requests and then
+  closes stdin (``printf … | mcp-supervisor run``) still gets every answer:
+  the end of input reaches the server only once the pending requests are
+  answered, or after ``shutdown_grace_sec``.
+* **Graceful stop.** ``wait_idle`` returns when every request has been
+  answered *on the wire* (not merely when its handler returned: the SDK writes
+  the answer after that), so cancelling the connection then loses nothing.
+
+Listen streams (``subscriptions/listen``) stay open by design and are not
+counted; the Front ends them on shutdown.
+
+Concurrency: ``run`` owns a nursery with the relay task (server → wire) next
+to the server, outside the host scope, so answers produced before the scope
+was cancelled still reach the wire. ``close`` cancels the host scope and waits
+at most ``HOST_CLOSE_GRACE_SEC``.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import trio
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.shared.message import SessionMessage
+
+from supervisor._stdio_wire import WriteStream, open_stdio_wire
+from supervisor.front import Front
+
+logger = logging.getLogger(__name__)
+
+HOST_CLOSE_GRACE_SEC: Final = 5.0
+"""How long closing the host connection (flushing the last answers) may take before it is cancelled."""
+_OPEN_BY_DESIGN: Final = frozenset({"subscriptions/listen"})
+
+
+class _Unanswered:
+    """Ids of host requests read from the wire whose answer has not been written yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[types.RequestId] = set()
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def saw(self, item: SessionMessage | Exception) -> None:
+        if not isinstance(item, SessionMessage):
+            return
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest) and message.method not in _OPEN_BY_DESIGN:
+            if not self._ids:
+                self._idle = trio.Event()
+            self._ids.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            # A cancelled request may never be answered; the host no longer waits for it either.
+            request_id = (message.params or {}).get("requestId")
+            if isinstance(request_id, str | int):
+                self._settle(request_id)
+
+    def _settle(self, request_id: types.RequestId) -> None:
+        self._ids.discard(request_id)
+        if not self._ids:
+            self._idle.set()
+
+    def answered(self, message: SessionMessage) -> None:
+        if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError) and message.message.id is not None:
+            self._settle(message.message.id)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+
+class _TrackedReader:
+    """The wire's read stream, counting requests in; at EOF it first waits (bounded) for their answers."""
+
+    def __init__(self, inner: MemoryObjectReceiveStream[SessionMessage | Exception], unanswered: _Unanswered,
+                 grace_sec: float) -> None:  # fmt: skip
+        self._inner = inner
+        self._unanswered = unanswered
+        self._grace_sec = grace_sec
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.receive()
+        except anyio.EndOfStream:
+            with trio.move_on_after(self._grace_sec) as scope:
+                await self._unanswered.wait_idle()
+            if scope.cancelled_caught:
+                logger.warning("host closed stdin; requests still unanswered after %gs are cancelled", self._grace_sec)
+            raise
+        self._unanswered.saw(item)
+        return item
+
+    def __aiter__(self) -> _TrackedReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _TrackedReader:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class StdioHostLink:
+    """The one host that started us, over our stdin/stdout."""
+
+    def __init__(self, front: Front, stop: trio.Event, *, grace_sec: float) -> None:
+        self._front = front
+        self._stop = stop
+        self._grace_sec = grace_sec
+        self._scope = trio.CancelScope()
+        self._done = trio.Event()
+        self._unanswered = _Unanswered()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the host until it hangs up or ``close``; either way, set the stop event."""
+        front = self._front
+        try:
+            async with open_stdio_wire() as (wire_read, wire_write), trio.open_nursery() as relay_nursery:
+                # The relay lives outside the host scope: answers the server produced
+                # before that scope was cancelled still reach the wire.
+                write_stream, to_relay = anyio.create_memory_object_stream[SessionMessage](0)
+                relay_nursery.start_soon(self._relay_to_host, to_relay, wire_write)
+                read_stream: Any = _TrackedReader(wire_read, self._unanswered, self._grace_sec)
+                with self._scope:
+                    task_status.started()
+                    await front.server.run(read_stream, write_stream, front.init_options)
+                write_stream.close()  # the server closes it too; this ends the relay on every path
+            if not self._scope.cancel_called:
+                logger.info("host closed the connection; stopping")
+        finally:
+            self._stop.set()
+            self._done.set()
+
+    def refuse_new(self) -> None:
+        """Nothing to do: there is one host, and the Front refuses its new calls."""
+
+    async def wait_idle(self) -> None:
+        await self._unanswered.wait_idle()
+
+    async def close(self) -> None:
+        self._scope.cancel("mcp-supervisor is stopping")
+        with trio.move_on_after(HOST_CLOSE_GRACE_SEC):
+            await self._done.wait()
+
+    async def _relay_to_host(self, source: MemoryObjectReceiveStream[SessionMessage], wire: WriteStream) -> None:
+        """Forward the server's messages to the wire, noting which requests got their answer."""
+        async with source, wire:
+            async for message in source:
+                try:
+                    await wire.send(message)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    logger.debug("host wire closed; dropping outgoing messages")
+                self._unanswered.answered(message)
