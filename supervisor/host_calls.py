@@ -33,6 +33,7 @@ leaving ``serving``), so readers never see a half-registered call.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -44,6 +45,8 @@ import trio
 from mcp.server import ServerRequestContext
 from mcp_types import LOG_LEVEL_META_KEY, LoggingLevel
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+logger = logging.getLogger(__name__)
 
 current_call: ContextVar[HostCall | None] = ContextVar("mcp_supervisor_host_call", default=None)
 """The host call the current task serves (set by ``CallTracker.serving``)."""
@@ -163,10 +166,13 @@ class CallNotices:
     async def run(self) -> None:
         async with self._receive:
             async for notice in self._receive:
-                if isinstance(notice, types.ProgressNotificationParams):
-                    await self._call.report_progress(notice.progress, notice.total, notice.message)
-                else:
-                    await self._call.send_log(notice)
+                try:
+                    if isinstance(notice, types.ProgressNotificationParams):
+                        await self._call.report_progress(notice.progress, notice.total, notice.message)
+                    else:
+                        await self._call.send_log(notice)
+                except Exception as exc:  # a host that left: its notices have nowhere to go
+                    logger.debug("server=%s: notice for the host dropped: %r", self._call.server, exc)
 
 
 class CallTracker:

@@ -292,17 +292,24 @@ class Upstream:
             token = f"{PROGRESS_TOKEN_PREFIX}{next(self._progress_tokens)}"
             meta["progressToken"] = token
             self._progress_routes[token] = notices
+        failure: Exception | None = None
+        result: Any = None
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(notices.run)
                 try:
-                    return await self._send_and_drive(what, call, meta or None, send)
+                    result = await self._send_and_drive(what, call, meta or None, send)
+                except Exception as exc:  # raised below, outside the nursery, so it is not wrapped in a group
+                    failure = exc
                 finally:
                     notices.close()  # the pump forwards what is queued, then ends: notices precede the result
         finally:
             if token is not None:
                 del self._progress_routes[token]
             call.notices = None
+        if failure is not None:
+            raise failure
+        return result
 
     async def _send_and_drive(
         self,

@@ -115,12 +115,12 @@ class Recorder:
 
 
 @asynccontextmanager
-async def listening_for_updates(host: Host, uris: list[str]) -> AsyncIterator[None]:
-    """A 2026-era host subscribes to resources by holding a listen stream with their URIs."""
+async def listening_for_updates(host: Host, uris: list[str], *, prompts: bool = False) -> AsyncIterator[None]:
+    """A 2026-era host subscribes to resources (and prompt changes) by holding a listen stream."""
 
     async def hold(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
-            async with host.session.listen(resource_subscriptions=uris) as subscription:
+            async with host.session.listen(resource_subscriptions=uris, prompts_list_changed=prompts) as subscription:
                 task_status.started()
                 # The client tees every listen event to the message handler too; that is where it is recorded.
                 async for _event in subscription:
