@@ -15,7 +15,9 @@
   leak or hang it (I11). The context manager returns only once the leader is
   reaped (or after the kill escalation ran out, which is logged as an error),
   so a new generation never overlaps the previous child.
-* Stdout lines that are not JSON-RPC are dropped with a rate-limited warning
+* Stdout is framed by ``_frames.LineBuffer``: linear however long a line, and
+  a line over ``_MAX_LINE_BYTES`` loses the transport as soon as it grows past
+  the cap. Lines that are not JSON-RPC are dropped with a rate-limited warning
   instead of reaching the session; stderr is relayed into the log prefixed
   with the server name, rate-limited, so a flooding child cannot flood us.
 * The child's environment is minimal: PATH, HOME, locale, proxy and CA-bundle
@@ -44,7 +46,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from supervisor._frames import encode_batch
+from supervisor._frames import LineBuffer, encode_batch
 from supervisor.settings import ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -220,15 +222,11 @@ async def open_stdio_transport(
     async def pump_stdout() -> None:
         assert proc.stdout is not None
         garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
-        buffer = b""
+        lines = LineBuffer(max_line_bytes=_MAX_LINE_BYTES)
         async with to_session:
             async for chunk in proc.stdout:
-                buffer += chunk
-                if len(buffer) > _MAX_LINE_BYTES:
-                    health.mark_lost(f"stdout line longer than {_MAX_LINE_BYTES} bytes")
-                    return
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
+                lines.feed(chunk)
+                while (line := lines.next_line()) is not None:
                     if not line.strip():
                         continue
                     try:
@@ -241,6 +239,9 @@ async def open_stdio_transport(
                         await to_session.send(SessionMessage(message))
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return
+                if lines.overlong:
+                    health.mark_lost(f"stdout line longer than {_MAX_LINE_BYTES} bytes")
+                    return
         health.mark_lost("stdout closed")
 
     async def pump_stdin() -> None:
