@@ -30,7 +30,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from supervisor._frames import encode_batch
+from supervisor._frames import LineBuffer, encode_batch
 
 __all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
 
@@ -47,7 +47,7 @@ async def _pump_wire_to_stream(
     wire: trio.lowlevel.FdStream, out: MemoryObjectSendStream[SessionMessage | Exception]
 ) -> None:
     """Split the wire into lines and deliver each as a parsed message (or its parse error)."""
-    buffer = b""
+    lines = LineBuffer()  # no cap: the host is the party this process serves
     async with out:
         while True:
             try:
@@ -56,9 +56,8 @@ async def _pump_wire_to_stream(
                 return
             if not chunk:
                 return  # EOF: closing `out` ends the server's read loop.
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
+            lines.feed(chunk)
+            while (line := lines.next_line()) is not None:
                 if not line.strip():
                     continue
                 item: SessionMessage | Exception

@@ -22,14 +22,14 @@ Exported (all prefixed ``mcp_supervisor_``):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from supervisor._proc import live_children
 
 if TYPE_CHECKING:
     from supervisor.status import ServerStatus
@@ -120,26 +120,5 @@ class _ScrapeTimeCollector(Collector):
         yield per_server
         yield states
         yield GaugeMetricFamily(
-            f"{PREFIX}_child_processes", "Live child processes of the sidecar (stdio servers).", value=_live_children()
+            f"{PREFIX}_child_processes", "Live child processes of the sidecar (stdio servers).", value=live_children()
         )
-
-
-def _live_children() -> int:
-    """Count this process's live (non-zombie) children from ``/proc``; 0 where there is no ``/proc``."""
-    me = str(os.getpid())
-    alive = 0
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return 0
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_bytes().decode()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[1] == me and fields[0] not in ("Z", "X"):
-            alive += 1
-    return alive

@@ -9,13 +9,17 @@
   EOF, so a grandchild that inherited the pipes cannot hide a dead server.
   On death the read side is closed at once (in-flight requests fail in
   milliseconds) and ``TransportHealth.lost`` is set for the ServerActor.
-* Every exit path signals the whole process group: close stdin, a short grace,
-  SIGTERM to the group, a bounded grace, SIGKILL to the group. The cleanup is
-  shielded and bounded, so neither a cancelled caller nor a wedged child can
-  leak or hang it (I11). The context manager returns only once the leader is
-  reaped (or after the kill escalation ran out, which is logged as an error),
-  so a new generation never overlaps the previous child.
-* Stdout lines that are not JSON-RPC are dropped with a rate-limited warning
+* Every exit path takes down the whole process group with
+  ``_proc.terminate_group``: close stdin, a short grace, SIGTERM to the group,
+  a bounded grace, SIGKILL to the group, raced against the group ending. The
+  cleanup is shielded and bounded, so neither a cancelled caller nor a wedged
+  child can leak or hang it (I11). The context manager returns only once the
+  leader is reaped and no live process is left in its group (or after the kill
+  escalation ran out, which is logged as an error), so a new generation never
+  overlaps the previous child.
+* Stdout is framed by ``_frames.LineBuffer``: linear however long a line, and
+  a line over ``_MAX_LINE_BYTES`` loses the transport as soon as it grows past
+  the cap. Lines that are not JSON-RPC are dropped with a rate-limited warning
   instead of reaching the session; stderr is relayed into the log prefixed
   with the server name, rate-limited, so a flooding child cannot flood us.
 * The child's environment is minimal: PATH, HOME, locale, proxy and CA-bundle
@@ -30,10 +34,9 @@ from __future__ import annotations
 import logging
 import math
 import os
-import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -44,17 +47,12 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from supervisor._frames import encode_batch
+from supervisor._frames import LineBuffer, encode_batch
+from supervisor._proc import terminate_group
 from supervisor.settings import ServerSettings
 
 logger = logging.getLogger(__name__)
 
-STDIN_EOF_GRACE_SEC: Final = 0.5
-"""How long a live server gets to exit by itself after its stdin closes."""
-TERM_GRACE_SEC: Final = 2.0
-"""How long the group gets between SIGTERM and SIGKILL."""
-KILL_REAP_SEC: Final = 2.0
-"""How long to wait for the kernel to deliver a SIGKILL before giving up loudly."""
 _MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 """A stdout line longer than this is garbage, not a message; the transport is declared lost."""
 _STDERR_LINES_PER_SEC: Final = 50
@@ -121,77 +119,6 @@ class _RateLimiter:
         return suppressed
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
-    """Send ``sig`` to the process group; return False when the group is gone."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        # The group id was reused by someone we may not signal: ours is gone.
-        return False
-    return True
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is left in the process group.
-
-    Zombies count as gone: an orphaned grandchild is reparented to PID 1, and
-    where PID 1 does not reap (containers), its zombie would otherwise look
-    alive forever. Without ``/proc`` this falls back to ``killpg(pgid, 0)``.
-    """
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return _signal_group(pgid, signal.Signals(0))
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                stat = stat_file.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-async def _wait_group_gone(pgid: int, within_sec: float) -> bool:
-    """Poll until no live process is left in the group, for at most ``within_sec``."""
-    with trio.move_on_after(within_sec):
-        # Polling is the only way: the kernel offers no wake-up for "a process group emptied".
-        while group_alive(pgid):  # noqa: ASYNC110
-            await trio.sleep(0.02)
-        return True
-    return False
-
-
-async def _terminate_group(server: str, proc: trio.Process) -> None:
-    """Close stdin, grace, SIGTERM the group, grace, SIGKILL the group; reap the leader.
-
-    Callers shield this; every wait here is bounded.
-    """
-    pgid = proc.pid
-    if proc.stdin is not None:
-        with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            await proc.stdin.aclose()
-    if proc.poll() is None:
-        with trio.move_on_after(STDIN_EOF_GRACE_SEC):
-            await proc.wait()
-    # Even when the leader is gone, grandchildren may live on in its group.
-    if _signal_group(pgid, signal.SIGTERM) and not await _wait_group_gone(pgid, TERM_GRACE_SEC):
-        logger.warning("server=%s pgid=%d ignored SIGTERM; sending SIGKILL", server, pgid)
-        _signal_group(pgid, signal.SIGKILL)
-        await _wait_group_gone(pgid, KILL_REAP_SEC)
-    with trio.move_on_after(KILL_REAP_SEC) as reap_scope:
-        await proc.wait()
-    if reap_scope.cancelled_caught:
-        logger.error("server=%s pid=%d survived SIGKILL; abandoning it", server, proc.pid)
-
-
 @asynccontextmanager
 async def open_stdio_transport(
     settings: ServerSettings, health: TransportHealth, *, parent_env: Mapping[str, str] | None = None
@@ -220,15 +147,11 @@ async def open_stdio_transport(
     async def pump_stdout() -> None:
         assert proc.stdout is not None
         garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
-        buffer = b""
+        lines = LineBuffer(max_line_bytes=_MAX_LINE_BYTES)
         async with to_session:
             async for chunk in proc.stdout:
-                buffer += chunk
-                if len(buffer) > _MAX_LINE_BYTES:
-                    health.mark_lost(f"stdout line longer than {_MAX_LINE_BYTES} bytes")
-                    return
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
+                lines.feed(chunk)
+                while (line := lines.next_line()) is not None:
                     if not line.strip():
                         continue
                     try:
@@ -241,6 +164,9 @@ async def open_stdio_transport(
                         await to_session.send(SessionMessage(message))
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return
+                if lines.overlong:
+                    health.mark_lost(f"stdout line longer than {_MAX_LINE_BYTES} bytes")
+                    return
         health.mark_lost("stdout closed")
 
     async def pump_stdin() -> None:
@@ -281,7 +207,7 @@ async def open_stdio_transport(
                 yield read_stream, write_stream
             finally:
                 with trio.CancelScope(shield=True):
-                    await _terminate_group(name, proc)
+                    await terminate_group(name, proc)
                 nursery.cancel_scope.cancel()
     finally:
         for stream in (read_stream, write_stream, to_session, from_session):
@@ -289,4 +215,4 @@ async def open_stdio_transport(
         if proc.poll() is None:
             # Only reachable if the nursery itself failed before the cleanup above ran.
             with trio.CancelScope(shield=True):
-                await _terminate_group(name, proc)
+                await terminate_group(name, proc)

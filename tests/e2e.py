@@ -47,6 +47,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from supervisor._frames import LineBuffer
+
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"
 MARK_ENV: Final = "MCP_SUPERVISOR_TEST_MARK"
@@ -302,11 +304,11 @@ async def line_transport(
 
     async def pump_stdout() -> None:
         assert proc.stdout is not None
-        buffer = b""
+        lines = LineBuffer()
         async with to_client:
             async for chunk in proc.stdout:
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
+                lines.feed(chunk)
+                while (line := lines.next_line()) is not None:
                     if not line.strip():
                         continue
                     try:
