@@ -14,18 +14,12 @@ from typing import Final
 
 _REFERENCE: Final = re.compile(r"\$(\$|\{[^}]*\}|\{)")
 _BODY: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
+_ECHO_CHARS: Final = 80
+"""Echoed references are cut to this length: the message must stay short whatever the input."""
 
 
 class InterpolationError(ValueError):
-    """A reference could not be expanded; the message says which and why.
-
-    Attributes:
-        variable: The variable name, or None when the reference is malformed.
-    """
-
-    def __init__(self, message: str, variable: str | None = None) -> None:
-        super().__init__(message)
-        self.variable = variable
+    """A reference could not be expanded; the message says which and why."""
 
 
 def expand(text: str, environ: Mapping[str, str]) -> str:
@@ -48,7 +42,7 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
         body = _BODY.fullmatch(token[1:-1])
         if body is None:
             raise InterpolationError(
-                f"malformed reference '{token}'; use ${{NAME}} or ${{NAME:-default}} "
+                f"malformed reference '{_short(token)}'; use ${{NAME}} or ${{NAME:-default}} "
                 "(NAME is letters, digits and '_'), or write '$$' for a literal '$'"
             )
         name, default = body.group(1), body.group(2)
@@ -56,9 +50,14 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
         if default is not None:
             return value if value else default
         if value is None:
-            raise InterpolationError(
-                f"environment variable {name} is not set; set it or write ${{{name}:-default}}", variable=name
-            )
+            name = _short(name)
+            raise InterpolationError(f"environment variable {name} is not set; set it or write ${{{name}:-default}}")
         return value
 
     return _REFERENCE.sub(replace, text)
+
+
+def _short(text: str) -> str:
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= _ECHO_CHARS else text[: _ECHO_CHARS - 3] + "..."
