@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from supervisor.errors import ConfigError
 
@@ -322,36 +321,21 @@ def _check_url(url: str) -> None:
         )
 
 
-class Settings(BaseSettings):
-    """The whole validated configuration; build it with :func:`load_settings`."""
+class Settings(BaseModel):
+    """The whole validated configuration; build it with :func:`load_settings`.
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        strict=True,
-        frozen=True,
-        allow_inf_nan=False,
-    )
+    A plain model, not a pydantic-settings ``BaseSettings``: the loader layers
+    file and environment itself (it needs the file name, key paths and an
+    injectable environ for its errors), so a bare ``Settings()`` is exactly the
+    documented defaults, and ``check`` need not import pydantic-settings.
+    """
+
+    model_config = _STRICT
 
     supervisor: SupervisorSection = SupervisorSection()
     defaults: DefaultsSection = DefaultsSection()
     mcp_servers: dict[str, ServerSettings] = {}
     source_path: Path | None = Field(default=None, exclude=True)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # load_settings layers file and environment itself (it needs the file
-        # name, key paths and an injectable environ for its errors), so a bare
-        # Settings() is exactly the documented defaults.
-        return (init_settings,)
 
 
 CLIP_CHARS: Final = 80

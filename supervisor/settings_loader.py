@@ -7,7 +7,9 @@ layers:
 1. the TOML file (read with :mod:`tomllib` so syntax errors carry line/column;
    a leading UTF-8 BOM is dropped);
 2. environment overrides through a pydantic-settings ``EnvSettingsSource``
-   (prefix ``MCP_SUPERVISOR_``, nesting ``__``), which win over the file;
+   (prefix ``MCP_SUPERVISOR_``, nesting ``__``), which win over the file
+   (:mod:`supervisor._settings_env`, imported only when such a variable is
+   set: pydantic-settings takes longer to import than ``check`` takes to run);
 3. ``${VAR}`` interpolation of the value keys that allow it;
 4. ``[defaults]`` deep-merged under every ``[mcp_servers.<name>]`` table.
 
@@ -30,8 +32,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from pydantic import BaseModel, SecretStr, ValidationError
-from pydantic_settings import EnvSettingsSource
-from pydantic_settings.exceptions import SettingsError
 
 from supervisor._interpolate import InterpolationError, expand
 from supervisor.errors import ConfigError
@@ -49,17 +49,6 @@ from supervisor.settings import (
 # Keys whose string values get ${VAR} expansion: (key, how its value nests).
 _SERVER_INTERPOLATED: Final = {"command": "str", "args": "list", "env": "dict", "url": "str", "http_headers": "dict"}
 _SECRET_KEYS: Final = frozenset({"env", "http_headers", "token", "url"})
-
-
-class _EnvSource(EnvSettingsSource):
-    """pydantic-settings' env source reading an injected mapping instead of os.environ."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(Settings)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {(k if self.case_sensitive else k.lower()): v for k, v in self._environ.items()}
 
 
 def interpolation_environ() -> dict[str, str]:
@@ -117,14 +106,7 @@ def _load(path: Path, env: Mapping[str, str]) -> Settings:
     except ValueError as exc:
         # tomllib lets int() refuse an integer of more than sys.get_int_max_str_digits() digits.
         raise ConfigError(f"{path}: invalid TOML: {clip(str(exc))}; no setting needs such a number") from exc
-    try:
-        overrides = _EnvSource(env)()
-    except (SettingsError, ValueError) as exc:
-        names = ", ".join(clip(k) for k in sorted(env) if k.upper().startswith(ENV_PREFIX)) or "none set"
-        raise ConfigError(
-            f"{path}: bad {ENV_PREFIX}* environment override ({names}): {exc}; fix or unset that variable"
-        ) from exc
-    data = _deep_merge(raw, _unwrap_secrets(overrides))
+    data = _deep_merge(raw, _unwrap_secrets(_overrides(env, path)))
     _prepare(data, env, path)
     try:
         # Checked alone first, so a bad inherited value is reported once, at
@@ -137,6 +119,30 @@ def _load(path: Path, env: Mapping[str, str]) -> Settings:
     except ValidationError as exc:
         raise ConfigError(_explain(exc, path)) from exc
     return settings.model_copy(update={"source_path": path})
+
+
+def _overrides(env: Mapping[str, str], path: Path) -> dict[str, Any]:
+    """The ``MCP_SUPERVISOR_<SECTION>__<KEY>`` variables as a nested mapping, unvalidated."""
+    names = sorted(k for k in env if _is_override(k))
+    if not names:
+        return {}
+    from supervisor._settings_env import read_overrides  # noqa: PLC0415 - see the module docstring
+
+    try:
+        return read_overrides(env)
+    except ValueError as exc:  # pydantic-settings' SettingsError is a ValueError
+        raise ConfigError(
+            f"{path}: bad {ENV_PREFIX}* environment override ({', '.join(clip(k) for k in names)}): {exc}; "
+            "fix or unset that variable"
+        ) from exc
+
+
+def _is_override(variable: str) -> bool:
+    """``MCP_SUPERVISOR_SUPERVISOR__LOG_LEVEL`` is; ``MCP_SUPERVISOR_CONFIG`` and ``..._TOKEN`` are not."""
+    if not variable.upper().startswith(ENV_PREFIX):
+        return False
+    section = variable[len(ENV_PREFIX) :].split("__", 1)[0].lower()
+    return section in Settings.model_fields and section != "source_path"
 
 
 def _prepare(data: dict[str, Any], environ: Mapping[str, str], path: Path) -> None:
