@@ -54,6 +54,11 @@ def test_an_extra_named_like_a_core_key_does_not_replace_it() -> None:
     )
 
 
+def test_a_structured_extra_stays_structured_with_its_odd_leaves_as_text() -> None:
+    entry = formatted(record(labels={"root": Path("/srv/x"), "ids": [1, 2]}))
+    assert entry["labels"] == {"root": "/srv/x", "ids": [1, 2]}
+
+
 def test_values_json_cannot_hold_are_written_as_text() -> None:
     entry = formatted(record(path=Path("/srv/x"), names={"b"}, ratio=float("nan")))
     assert entry["path"] == "/srv/x"
