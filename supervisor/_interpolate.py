@@ -12,10 +12,10 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from supervisor._values import clip
+
 _REFERENCE: Final = re.compile(r"\$(\$|\{[^}]*\}|\{)")
 _BODY: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
-_ECHO_CHARS: Final = 80
-"""Echoed references are cut to this length: the message must stay short whatever the input."""
 
 
 class InterpolationError(ValueError):
@@ -42,7 +42,7 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
         body = _BODY.fullmatch(token[1:-1])
         if body is None:
             raise InterpolationError(
-                f"malformed reference '{_short(token)}'; use ${{NAME}} or ${{NAME:-default}} "
+                f"malformed reference '{clip(token)}'; use ${{NAME}} or ${{NAME:-default}} "
                 "(NAME is letters, digits and '_'), or write '$$' for a literal '$'"
             )
         name, default = body.group(1), body.group(2)
@@ -50,14 +50,8 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
         if default is not None:
             return value if value else default
         if value is None:
-            name = _short(name)
+            name = clip(name)
             raise InterpolationError(f"environment variable {name} is not set; set it or write ${{{name}:-default}}")
         return value
 
     return _REFERENCE.sub(replace, text)
-
-
-def _short(text: str) -> str:
-    if not text.isprintable():
-        text = text.encode("unicode_escape").decode("ascii")
-    return text if len(text) <= _ECHO_CHARS else text[: _ECHO_CHARS - 3] + "..."

@@ -25,10 +25,10 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
-from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from supervisor._values import clip, env_name_problem, exec_problem, url_problem
 from supervisor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -54,16 +54,16 @@ DEFAULT_LIST_CHANGED_MAX_WAIT_MS = 500
 
 
 def _executable(value: str) -> str:
-    # execve() takes C strings: a NUL would cut the value short, so the OS refuses it.
-    if "\x00" in value:
-        raise ValueError("contains a NUL character (\\x00), which no process can receive; remove it")
+    problem = exec_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
 def _env_name(value: str) -> str:
-    _executable(value)
-    if not value or "=" in value:
-        raise ValueError("an environment variable name must be non-empty and contain no '='; rename it")
+    problem = env_name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -234,8 +234,9 @@ class ServerSettings(_Inheritable):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
-        if url is not None:
-            _check_url(url)
+        problem = None if url is None else url_problem(url)
+        if problem is not None:
+            raise ValueError(problem)
         return url
 
     @model_validator(mode="after")
@@ -300,27 +301,6 @@ class ServerSettings(_Inheritable):
             yield key, masked.get(key or "", value)
 
 
-def _check_url(url: str) -> None:
-    """Refuse what an HTTP client cannot use, or must not see; never echo the URL (it may hold a secret)."""
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # parsing the port is the check: out of range or not a number raises
-    except ValueError:
-        raise ValueError(
-            'is not a valid URL (bad host or port); write it as "https://host[:port]/path"'
-        ) from None  # the parser's message may quote the URL
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(
-            "must not carry credentials (user:password@): they would show up in logs and status; "
-            "remove them, put the token in an environment variable and name it with bearer_token_env_var"
-        )
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        got = f"scheme {clip(parts.scheme)!r}" if parts.scheme else "no scheme"
-        raise ValueError(
-            f'must be an http:// or https:// URL with a host, e.g. "https://search.internal/mcp" (got {got})'
-        )
-
-
 class Settings(BaseModel):
     """The whole validated configuration; build it with :func:`load_settings`.
 
@@ -336,17 +316,6 @@ class Settings(BaseModel):
     defaults: DefaultsSection = DefaultsSection()
     mcp_servers: dict[str, ServerSettings] = {}
     source_path: Path | None = Field(default=None, exclude=True)
-
-
-CLIP_CHARS: Final = 80
-"""Echoed user input is cut to this many characters: a 100 KB value must not become 100 KB of error."""
-
-
-def clip(text: str, limit: int = CLIP_CHARS) -> str:
-    """``text`` cut to ``limit`` characters (marked ``...``), with unprintable characters escaped."""
-    if not text.isprintable():
-        text = text.encode("unicode_escape").decode("ascii")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def mask_values(values: Mapping[str, str]) -> dict[str, str]:
@@ -377,7 +346,6 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "CLIP_CHARS",
     "CONFIG_ENV_VAR",
     "DEFAULT_LIST_CHANGED_DEBOUNCE_MS",
     "DEFAULT_LIST_CHANGED_MAX_WAIT_MS",
@@ -393,7 +361,6 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "SupervisorSection",
-    "clip",
     "default_config_path",
     "describe_settings",
     "interpolation_environ",

@@ -34,17 +34,10 @@ from typing import Any, Final
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from supervisor._interpolate import InterpolationError, expand
+from supervisor._values import CLIP_CHARS, clip
 from supervisor.errors import ConfigError
 from supervisor.naming import server_name_problem
-from supervisor.settings import (
-    CLIP_CHARS,
-    CONFIG_ENV_VAR,
-    ENV_PREFIX,
-    DefaultsSection,
-    ServerSettings,
-    Settings,
-    clip,
-)
+from supervisor.settings import CONFIG_ENV_VAR, ENV_PREFIX, DefaultsSection, ServerSettings, Settings
 
 # Keys whose string values get ${VAR} expansion: (key, how its value nests).
 _SERVER_INTERPOLATED: Final = {"command": "str", "args": "list", "env": "dict", "url": "str", "http_headers": "dict"}
