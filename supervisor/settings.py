@@ -1,14 +1,17 @@
 """Typed configuration: the models of ``settings.toml`` (DESIGN §3.2, §3.2b).
 
 Pure data, nothing here awaits or holds shared state: the models are frozen
-and validated once, in the CLI, before ``trio.run``. Three modules share the
-work:
+and validated once, in the CLI (or on reload), outside any await. The work is
+split by concern:
 
-* this one, the models and what they check about a single value or table;
-* :mod:`supervisor.settings_loader`, which reads the file, layers environment
-  overrides, expands ``${VAR}``, merges ``[defaults]`` and turns every
-  validation failure into one :class:`~supervisor.errors.ConfigError`;
-* :mod:`supervisor.settings_check`, the ``check`` command's rendering.
+* this module: the models and what they check about a table;
+* :mod:`supervisor._values`: checks on single values (URL, NUL, env names),
+  shared with the importer;
+* :mod:`supervisor.settings_loader`: reads the file, layers environment
+  overrides (:mod:`supervisor._settings_env`), expands ``${VAR}``, merges
+  ``[defaults]`` and turns every validation failure into one
+  :class:`~supervisor.errors.ConfigError`;
+* :mod:`supervisor.settings_check`: the ``check`` command's rendering.
 
 ``load_settings``, ``describe_settings`` and friends are re-exported here, so
 ``from supervisor.settings import load_settings`` keeps working.
