@@ -12,20 +12,14 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from supervisor._values import clip
+
 _REFERENCE: Final = re.compile(r"\$(\$|\{[^}]*\}|\{)")
 _BODY: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
 
 
 class InterpolationError(ValueError):
-    """A reference could not be expanded; the message says which and why.
-
-    Attributes:
-        variable: The variable name, or None when the reference is malformed.
-    """
-
-    def __init__(self, message: str, variable: str | None = None) -> None:
-        super().__init__(message)
-        self.variable = variable
+    """A reference could not be expanded; the message says which and why."""
 
 
 def expand(text: str, environ: Mapping[str, str]) -> str:
@@ -48,7 +42,7 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
         body = _BODY.fullmatch(token[1:-1])
         if body is None:
             raise InterpolationError(
-                f"malformed reference '{token}'; use ${{NAME}} or ${{NAME:-default}} "
+                f"malformed reference '{clip(token)}'; use ${{NAME}} or ${{NAME:-default}} "
                 "(NAME is letters, digits and '_'), or write '$$' for a literal '$'"
             )
         name, default = body.group(1), body.group(2)
@@ -56,9 +50,8 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
         if default is not None:
             return value if value else default
         if value is None:
-            raise InterpolationError(
-                f"environment variable {name} is not set; set it or write ${{{name}:-default}}", variable=name
-            )
+            name = clip(name)
+            raise InterpolationError(f"environment variable {name} is not set; set it or write ${{{name}:-default}}")
         return value
 
     return _REFERENCE.sub(replace, text)

@@ -4,34 +4,30 @@ The CLI parses arguments, configures logging (the only place that does),
 loads settings and calls ``trio.run``. Exit codes: 0 ok, 1 runtime failure,
 2 bad configuration or usage. In ``run`` mode stdout carries only MCP frames;
 everything else goes to stderr.
+
+Imports are lazy on purpose: ``--help``, ``import`` and ``check`` must answer
+in a fraction of a second, so trio and the ``mcp`` SDK (about a second to
+import) are loaded only by the commands that connect to something, and
+pydantic only by those that read the settings (``tests/test_cli_imports.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
+import math
 import os
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
-
-import trio
-from mcp import MCPError
+from typing import TYPE_CHECKING, Any, Final
 
 from supervisor._version import __version__
 from supervisor.errors import ConfigError, SupervisorError
-from supervisor.importer import convert_mcp_servers_json
-from supervisor.progress import Progress
-from supervisor.root import Supervisor
-from supervisor.serve import serve
-from supervisor.settings import Settings, default_config_path, describe_settings, interpolation_environ, load_settings
 
-logger = logging.getLogger("supervisor")
+if TYPE_CHECKING:
+    from supervisor.settings import Settings
 
 EXIT_OK: Final = 0
 EXIT_RUNTIME: Final = 1
@@ -54,19 +50,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _import(args.file)
         if command == "status":
             return _status(args.admin_url, args.config)
+        from supervisor.settings import interpolation_environ, load_settings  # noqa: PLC0415 - see the docstring
+
         settings = load_settings(args.config, environ=interpolation_environ())
         _configure_logging(settings, quiet=command in ("tools", "call") and not args.verbose)
+        if command == "check":
+            from supervisor.settings import describe_settings  # noqa: PLC0415
+
+            print(describe_settings(settings))
+            return EXIT_OK
+        import trio  # noqa: PLC0415
+
         match command:
-            case "check":
-                print(describe_settings(settings))
-                return EXIT_OK
             case "run":
+                from supervisor.serve import serve  # noqa: PLC0415
+
                 trio.run(serve, settings)
                 return EXIT_OK
             case "tools":
-                return trio.run(_tools, settings, args.json)
+                from supervisor import oneshot  # noqa: PLC0415
+
+                return trio.run(oneshot.tools, settings, args.json)
             case "call":
-                return trio.run(_call, settings, args.tool, _parse_arguments(args.arguments))
+                from supervisor import oneshot  # noqa: PLC0415
+
+                return trio.run(oneshot.call, settings, args.tool, oneshot.parse_arguments(args.arguments))
     except ConfigError as exc:
         print(f"mcp-supervisor: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -114,10 +122,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _STANDARD_RECORD_KEYS: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+_EXACT: Final = (str, int, bool, type(None))
 
 
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line; ``extra=`` fields (e.g. ``"event": "ready"``) become keys."""
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, so logs can be queried.
+
+    Keys: ``ts``, ``level``, ``logger``, ``message``, then every ``extra=``
+    field (``server``, ``generation``, ``tool``, ``event`` ...): any attribute
+    a standard LogRecord does not have. An extra named like a core key is kept
+    as ``extra_<key>``; a value JSON cannot hold is written as its ``str``.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -126,16 +141,27 @@ class _JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD_RECORD_KEYS})
+        for key, value in vars(record).items():
+            if key not in _STANDARD_RECORD_KEYS:
+                entry[f"extra_{key}" if key in entry or key in ("exc", "stack") else key] = value
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        try:
+            return json.dumps(entry, default=str, allow_nan=False)
+        except (TypeError, ValueError):  # non-string keys, a cycle, NaN: fall back to str() per value
+            return json.dumps({k: v if _is_json_scalar(v) else str(v) for k, v in entry.items()})
+
+
+def _is_json_scalar(value: object) -> bool:
+    return isinstance(value, _EXACT) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _configure_logging(settings: Settings, *, quiet: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if settings.supervisor.log_format == "json":
-        handler.setFormatter(_JsonFormatter())
+        handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -147,6 +173,8 @@ def _configure_logging(settings: Settings, *, quiet: bool) -> None:
 
 
 def _import(path: Path) -> int:
+    from supervisor.importer import convert_mcp_servers_json  # noqa: PLC0415
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -157,91 +185,16 @@ def _import(path: Path) -> int:
     return EXIT_OK
 
 
-# -- tools / call -----------------------------------------------------------------------
-
-
-def _parse_arguments(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"the tool arguments are not valid JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(value, dict):
-        raise ConfigError('the tool arguments must be a JSON object, e.g. \'{"text": "hi"}\'')
-    return value
-
-
-async def _tools(settings: Settings, as_json: bool) -> int:
-    async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
-        await nursery.start(supervisor.run)
-        with trio.move_on_after(supervisor.startup_bound_sec + 1):
-            await supervisor.wait_first_attempts()
-        tools = supervisor.registry.tools()
-        statuses = [dataclasses.replace(status) for status in supervisor.statuses()]
-        caches = {status.name: supervisor.cache.describe(status.name) for status in statuses}
-        nursery.cancel_scope.cancel()
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "tools": [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools],
-                    "servers": [
-                        {
-                            "name": s.name,
-                            "state": s.state,
-                            "tools": s.tool_count,
-                            "last_error": s.last_error,
-                            "catalog_cache": caches[s.name],
-                        }
-                        for s in statuses
-                    ],
-                },
-                indent=2,
-            )
-        )
-    else:
-        for status in statuses:
-            print(f"# {status.name}: {status.describe()}")
-            if status.state != "disabled":
-                print(f"#   catalog cache: {json.dumps(caches[status.name])}")
-        for tool in tools:
-            summary = (tool.description or "").strip().splitlines()
-            print(f"{tool.name}\t{summary[0] if summary else ''}")
-    failed = [s.name for s in statuses if s.state not in ("ready", "disabled")]
-    return EXIT_RUNTIME if failed and not tools else EXIT_OK
-
-
-async def _call(settings: Settings, public_name: str, arguments: dict[str, Any] | None) -> int:
-    async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
-        await nursery.start(supervisor.run)
-        with trio.move_on_after(supervisor.startup_bound_sec + 1):
-            await supervisor.wait_first_attempts()
-        try:
-            routed = supervisor.route(public_name)
-            if routed is None:
-                known = ", ".join(tool.name for tool in supervisor.registry.tools()[:20]) or "none"
-                print(f"mcp-supervisor: unknown tool {public_name!r}; known tools: {known}", file=sys.stderr)
-                return EXIT_RUNTIME
-            tool, actor = routed
-            try:
-                result = await actor.call_tool(tool.raw_name, arguments)
-            except MCPError as exc:
-                print(f"mcp-supervisor: {public_name}: error {exc.code}: {exc.error.message}", file=sys.stderr)
-                return EXIT_RUNTIME
-        finally:
-            nursery.cancel_scope.cancel()
-    print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
-    return EXIT_RUNTIME if getattr(result, "is_error", True) else EXIT_OK
-
-
 # -- status -----------------------------------------------------------------------------
 
 
 def _status(admin_url: str | None, config: Path | None) -> int:
     """Print the running sidecar's status table; exit 1 if it cannot be reached."""
+    import urllib.error  # noqa: PLC0415 - http.client and ssl cost tens of ms; only this command needs them
+    import urllib.request  # noqa: PLC0415
+
+    from supervisor.settings import default_config_path, interpolation_environ, load_settings  # noqa: PLC0415
+
     token = os.environ.get(TOKEN_ENV_VAR)
     if admin_url is None:
         admin_url = DEFAULT_ADMIN_URL

@@ -9,7 +9,9 @@ result). Accepted shapes, all mapping a server name to one entry:
 The TOML is written by hand with JSON-style basic strings (a JSON string
 escape is a TOML basic-string escape, except DEL, which is handled). Nothing is
 dropped silently: invalid names are rewritten with a comment naming the
-original, and keys without an equivalent are kept as comments.
+original, and keys without an equivalent are kept as comments. A value that
+``check`` would refuse (a URL with credentials or another scheme, a NUL in what
+reaches the child) is refused here, with the same reason, naming the entry.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import re
 from typing import Any, Final
 
+from supervisor._values import clip, env_name_problem, exec_problem, url_problem
 from supervisor.errors import ConfigError
 from supervisor.naming import server_name_problem
 
@@ -61,8 +64,8 @@ def convert_mcp_servers_json(text: str, *, source: str) -> str:
         out.append(f"# {where} is empty: no servers to import.")
     for original, entry in servers.items():
         if not isinstance(entry, dict):
-            raise ConfigError(f"{source}: {where}.{original} must be an object with command/args or url")
-        out += ["", *_server_toml(names[original], original, entry, f"{source}: {where}.{original}")]
+            raise ConfigError(f"{source}: {where}.{clip(original)} must be an object with command/args or url")
+        out += ["", *_server_toml(names[original], original, entry, f"{source}: {where}.{clip(original)}")]
     return "\n".join(out) + "\n"
 
 
@@ -113,6 +116,8 @@ def _server_toml(name: str, original: str, entry: dict[str, Any], where: str) ->
     if is_http:
         if not isinstance(url, str):
             raise ConfigError(f"{where}: an http/sse entry needs a string 'url'; add one")
+        if "${" not in url:  # with references, only the expanded URL can be judged: check does that
+            _refuse(url_problem(url), f"{where}.url")
         if entry.get("type") == "sse":
             lines.append('# was type "sse": check that the server also speaks streamable HTTP at this url')
         lines.append(f"url = {_value(url)}")
@@ -122,15 +127,23 @@ def _server_toml(name: str, original: str, entry: dict[str, Any], where: str) ->
         command = entry.get("command")
         if not isinstance(command, str):
             raise ConfigError(f"{where}: needs a string 'command' (stdio) or a 'url' (http); add one")
+        _refuse(exec_problem(command), f"{where}.command")
         lines.append(f"command = {_value(command)}")
         args = entry.get("args", [])
         if not isinstance(args, list):
             raise ConfigError(f"{where}.args must be a list of strings")
+        for i, arg in enumerate(args):
+            _refuse(exec_problem(_text(arg)), f"{where}.args[{i}]")
         if args:
             lines.append(f"args = [{', '.join(_value(_text(a)) for a in args)}]")
         if isinstance(entry.get("cwd"), str):
+            _refuse(exec_problem(entry["cwd"]), f"{where}.cwd")
             lines.append(f"cwd = {_value(entry['cwd'])}")
-        tables.append(("env", _string_map(entry.get("env", {}), f"{where}.env")))
+        env = _string_map(entry.get("env", {}), f"{where}.env")
+        for key, value in env.items():
+            _refuse(env_name_problem(key), f"{where}.env.{clip(key)} (the name)")
+            _refuse(exec_problem(value), f"{where}.env.{clip(key)}")
+        tables.append(("env", env))
         dropped = [k for k in ("headers",) if k in entry]
     if entry.get("disabled") is True:
         lines.append("enabled = false")
@@ -141,6 +154,11 @@ def _server_toml(name: str, original: str, entry: dict[str, Any], where: str) ->
             lines.append(f"[mcp_servers.{name}.{table}]")
             lines += [f"{_key(k)} = {_value(v)}" for k, v in values.items()]
     return lines
+
+
+def _refuse(problem: str | None, where: str) -> None:
+    if problem is not None:
+        raise ConfigError(f"{where} {problem}")
 
 
 def _string_map(value: Any, where: str) -> dict[str, str]:

@@ -67,7 +67,7 @@ class Recorder:
     async def list_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         self.roots_asked += 1
         self._note()
-        return types.ListRootsResult(roots=[types.Root(uri=ROOT_URI, name=self.name)])
+        return types.ListRootsResult(roots=[types.Root.model_validate({"uri": ROOT_URI, "name": self.name})])
 
     async def logging(self, params: types.LoggingMessageNotificationParams) -> None:
         self.logs.append(params)

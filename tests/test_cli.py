@@ -104,3 +104,39 @@ async def test_run_serves_the_bundled_demo_settings_offline() -> None:
             assert "mcp__clock__now" in names
             assert text_of(await host.call("mcp__demo__echo", {"text": "offline"})) == "offline"
         assert host.exit_code == 0
+
+
+# One case per validation gap of issue 9: `check` exits 2 with one message naming the key.
+HUGE_NAME = "n" * 100_000
+BAD_CONFIGS = {
+    "ftp-url": ('[mcp_servers.web]\nurl = "ftp://files.internal/mcp"\n', "mcp_servers.web.url"),
+    "not-a-url": ('[mcp_servers.web]\nurl = "not a url"\n', "mcp_servers.web.url"),
+    "password-in-url": ('[mcp_servers.web]\nurl = "https://me:hunter2-pw@h/mcp"\n', "bearer_token_env_var"),
+    "nested-10000-deep": ("x = " + "[" * 10_000 + "]" * 10_000 + "\n", "nested too deeply"),
+    "infinite-grace": ("[supervisor]\nshutdown_grace_sec = inf\n", "supervisor.shutdown_grace_sec"),
+    "nan-timeout": ("[defaults]\ntool_timeout_sec = nan\n", "defaults.tool_timeout_sec"),
+    "nul-in-args": ('[mcp_servers.a]\ncommand = "x"\nargs = ["a\\u0000b"]\n', "mcp_servers.a.args[0]"),
+    "huge-server-name": (f'[mcp_servers."{HUGE_NAME}"]\ncommand = "x"\n', "invalid server name"),
+}
+
+
+@pytest.mark.parametrize(("text", "key"), BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
+async def test_check_refuses_each_unusable_value_with_one_short_message(tmp_path: Path, text: str, key: str) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(text, encoding="utf-8")
+    result = await run_cli("check", "--config", str(config))
+    assert result.code == 2, result.stderr[:2000]
+    assert result.stdout == ""
+    assert key in result.stderr
+    assert result.stderr.count("\n") == 1  # one message, one line
+    assert result.stderr.startswith("mcp-supervisor: configuration error: ")
+    assert len(result.stderr) < 600
+    assert "hunter2-pw" not in result.stderr
+
+
+async def test_check_accepts_a_file_that_starts_with_a_bom(tmp_path: Path) -> None:
+    config = tmp_path / "bom.toml"
+    config.write_bytes(b'\xef\xbb\xbf[supervisor]\nprincipal = "with-bom"\n')
+    result = await run_cli("check", "--config", str(config))
+    assert result.code == 0, result.stderr
+    assert "principal = with-bom" in result.stdout

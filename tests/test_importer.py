@@ -138,3 +138,37 @@ def test_an_unusable_entry_is_a_config_error_naming_it(entry: Any, fix: str) -> 
         convert_mcp_servers_json(json.dumps({"mcpServers": {"broken": entry}}), source="cfg.json")
     assert "mcpServers.broken" in str(info.value)
     assert fix in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("entry", "where", "why"),
+    [
+        ({"url": "https://me:hunter2-pw@h/mcp"}, "mcpServers.web.url", "bearer_token_env_var"),
+        ({"url": "ws://h/mcp"}, "mcpServers.web.url", "scheme 'ws'"),
+        ({"command": "npx\u0000"}, "mcpServers.web.command", "NUL"),
+        ({"command": "npx", "args": ["-y", "a\u0000"]}, "mcpServers.web.args[1]", "NUL"),
+        ({"command": "npx", "cwd": "/t\u0000"}, "mcpServers.web.cwd", "NUL"),
+        ({"command": "npx", "env": {"K": "v\u0000"}}, "mcpServers.web.env.K", "NUL"),
+        ({"command": "npx", "env": {"A=B": "v"}}, "mcpServers.web.env.A=B (the name)", "'='"),
+    ],
+)
+def test_a_value_check_would_refuse_is_refused_at_import_naming_the_entry(entry: Any, where: str, why: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        convert_mcp_servers_json(json.dumps({"mcpServers": {"web": entry}}), source="cfg.json")
+    message = str(info.value)
+    assert f"cfg.json: {where} " in message
+    assert why in message
+    assert "hunter2-pw" not in message
+
+
+def test_a_url_built_from_references_is_left_for_check_to_judge(tmp_path: Path) -> None:
+    document = {"mcpServers": {"web": {"url": "https://${input:host}/mcp"}, "env": {"url": "${env:SERVER_URL}"}}}
+    text = convert_mcp_servers_json(json.dumps(document), source="cfg.json")
+    assert 'url = "https://$${input:host}/mcp"' in text
+    assert 'url = "${SERVER_URL}"' in text
+
+
+def test_a_huge_entry_name_is_cut_in_the_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        convert_mcp_servers_json(json.dumps({"mcpServers": {"n" * 100_000: "npx"}}), source="cfg.json")
+    assert len(str(info.value)) < 300

@@ -41,7 +41,7 @@ disabled_tools = ["read_secret"]
 API_KEY = "env-secret-value"
 
 [mcp_servers.search]
-url = "https://user:url-password@search.internal/mcp"
+url = "https://search.internal/mcp"
 bearer_token_env_var = "SEARCH_TOKEN"
 tool_timeout_sec = 5
 http_headers = { "X-Api-Key" = "header-secret-value" }
@@ -351,7 +351,7 @@ def test_a_secret_with_a_wrong_type_is_not_echoed(tmp_path: Path) -> None:
 
 # --- secrets --------------------------------------------------------------
 
-SECRETS = ("env-secret-value", "header-secret-value", "url-password", "front-secret-default", "bearer-value")
+SECRETS = ("env-secret-value", "header-secret-value", "front-secret-default", "bearer-value")
 
 
 def test_describe_settings_masks_every_secret_and_shows_resolved_values(tmp_path: Path) -> None:
@@ -363,7 +363,7 @@ def test_describe_settings_masks_every_secret_and_shows_resolved_values(tmp_path
     assert "[mcp_servers.files]" in text
     assert "command = npx -y server-filesystem /tmp" in text
     assert "env = API_KEY=***" in text
-    assert "url = https://***@search.internal/mcp" in text
+    assert "url = https://search.internal/mcp" in text
     assert "bearer_token_env_var = SEARCH_TOKEN" in text
     assert "http_headers = X-Api-Key=***" in text
     assert "tool_timeout_sec = 5" in text
@@ -407,15 +407,17 @@ def test_target_changes_when_the_stdio_launch_changes(changed: dict[str, object]
     assert ServerSettings.model_validate({**base, **changed}).target != before
 
 
-def test_http_target_changes_with_url_and_headers_and_hides_userinfo() -> None:
-    def web(url: str, headers: dict[str, str] | None = None) -> str:
-        return ServerSettings.model_validate({"name": "w", "url": url, "http_headers": headers or {}}).target
+def test_http_target_changes_with_url_headers_and_bearer_variable() -> None:
+    def web(url: str, headers: dict[str, str] | None = None, bearer: str | None = None) -> str:
+        fields = {"name": "w", "url": url, "http_headers": headers or {}, "bearer_token_env_var": bearer}
+        return ServerSettings.model_validate(fields).target
 
-    assert web("https://u:pw@h/mcp") == web("https://u:pw@h/mcp")
+    assert web("https://h/mcp") == web("https://h/mcp")
     assert web("https://h/mcp") != web("https://h/other")
     assert web("https://h/mcp", {"A": "1"}) != web("https://h/mcp", {"A": "2"})
-    assert "pw" not in web("https://u:pw@h/mcp")
-    assert web("https://u:pw@h/mcp").startswith("https://h/mcp")
+    assert web("https://h/mcp", bearer="T1") != web("https://h/mcp", bearer="T2")
+    assert web("https://h/mcp", {"A": "header-secret"}).startswith("https://h/mcp#headers=")
+    assert "header-secret" not in web("https://h/mcp", {"A": "header-secret"})
 
 
 def test_tool_allowed_applies_the_allow_list_then_the_deny_list() -> None:
@@ -443,3 +445,246 @@ def test_list_changed_debounce_longer_than_its_maximum_wait_is_rejected_with_bot
     message = str(raised.value)
     assert "list_changed_debounce_ms (500)" in message
     assert "list_changed_max_wait_ms (100)" in message
+
+
+# --- refused values (issue 9): one message, naming the key ------------------
+
+
+def one_problem(tmp_path: Path, text: str, key: str, environ: dict[str, str] | None = None) -> str:
+    """The load fails with exactly one problem, on one line, naming ``key``."""
+    message = config_error(tmp_path, text, environ)
+    assert "\n" not in message
+    assert key in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("ftp://files.internal/mcp", "scheme 'ftp'"),
+        ("not a url", "no scheme"),
+        ("http://", "with a host"),
+        ("https:///mcp", "with a host"),
+        ("https://h:99999/mcp", "not a valid URL"),
+        ("https://h:port/mcp", "not a valid URL"),
+    ],
+)
+def test_a_url_that_is_not_http_or_https_with_a_host_is_refused(tmp_path: Path, url: str, why: str) -> None:
+    message = one_problem(tmp_path, f'[mcp_servers.web]\nurl = "{url}"\n', "mcp_servers.web.url")
+    assert why in message
+    assert "http:// or https://" in message or "https://host" in message
+
+
+@pytest.mark.parametrize("url", ["https://user:hunter2-pw@h/mcp", "https://hunter2-pw@h/mcp", "http://:hunter2-pw@h/"])
+def test_credentials_in_a_url_are_refused_without_echoing_them(tmp_path: Path, url: str) -> None:
+    message = one_problem(tmp_path, f'[mcp_servers.web]\nurl = "{url}"\n', "mcp_servers.web.url")
+    assert "bearer_token_env_var" in message
+    assert "hunter2-pw" not in message
+
+
+def test_credentials_that_arrive_through_interpolation_are_refused_too(tmp_path: Path) -> None:
+    text = '[mcp_servers.web]\nurl = "https://${CREDS}@h/mcp"\n'
+    message = one_problem(tmp_path, text, "mcp_servers.web.url", {"CREDS": "me:hunter2-pw"})
+    assert "hunter2-pw" not in message
+
+
+def test_http_and_https_urls_with_a_host_and_port_are_accepted(tmp_path: Path) -> None:
+    text = '[mcp_servers.a]\nurl = "http://127.0.0.1:8080/mcp"\n[mcp_servers.b]\nurl = "https://[::1]/mcp?x=1"\n'
+    servers = load_text(tmp_path, text).mcp_servers
+    assert (servers["a"].url, servers["b"].url) == ("http://127.0.0.1:8080/mcp", "https://[::1]/mcp?x=1")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = " + "[" * 5000 + "]" * 5000 + "\n",
+        "x = " + "{a = " * 10_000 + "1" + "}" * 10_000 + "\n",
+        '[mcp_servers.a]\ncommand = "x"\nargs = ' + "[" * 10_000 + "]" * 10_000 + "\n",
+    ],
+    ids=["arrays-5000", "inline-tables-10000", "server-args-10000"],
+)
+def test_absurdly_deep_nesting_is_a_config_error_not_a_crash(tmp_path: Path, text: str) -> None:
+    message = config_error(tmp_path, text)
+    assert "nested too deeply" in message
+    assert "\n" not in message
+
+
+def test_a_deep_but_parseable_value_is_echoed_shortened(tmp_path: Path) -> None:
+    text = '[mcp_servers.a]\ncommand = "x"\nargs = ' + "[" * 300 + "]" * 300 + "\n"
+    message = one_problem(tmp_path, text, "mcp_servers.a.args[0]")
+    assert len(message) < 200
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "why"),
+    [
+        ("[supervisor]\nshutdown_grace_sec = inf\n", "supervisor.shutdown_grace_sec", "finite"),
+        ("[supervisor]\nshutdown_grace_sec = nan\n", "supervisor.shutdown_grace_sec", "finite"),
+        ("[supervisor]\nshutdown_grace_sec = 300.5\n", "supervisor.shutdown_grace_sec", "less than or equal to 300"),
+        ("[defaults]\ntool_timeout_sec = inf\n", "defaults.tool_timeout_sec", "finite"),
+        ("[defaults]\nstartup_timeout_sec = -inf\n", "defaults.startup_timeout_sec", "finite"),
+        ("[defaults]\ntool_timeout_sec = 1e400\n", "defaults.tool_timeout_sec", "finite"),  # overflows to inf
+        ('[mcp_servers.a]\ncommand = "x"\nstartup_timeout_sec = nan\n', "mcp_servers.a.startup_timeout_sec", "finite"),
+        ("[defaults.reconnect]\njitter = nan\n", "defaults.reconnect.jitter", "finite"),
+    ],
+)
+def test_non_finite_floats_and_an_unbounded_grace_are_refused(tmp_path: Path, text: str, key: str, why: str) -> None:
+    assert why in one_problem(tmp_path, text, key)
+
+
+def test_a_non_finite_float_from_an_environment_override_is_refused(tmp_path: Path) -> None:
+    environ = {"MCP_SUPERVISOR_SUPERVISOR__SHUTDOWN_GRACE_SEC": "inf"}
+    assert "finite" in one_problem(tmp_path, "", "supervisor.shutdown_grace_sec", environ)
+
+
+def test_the_largest_grace_is_accepted(tmp_path: Path) -> None:
+    assert load_text(tmp_path, "[supervisor]\nshutdown_grace_sec = 300\n").supervisor.shutdown_grace_sec == 300
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ('command = "x\\u0000y"', "mcp_servers.a.command"),
+        ('command = "x"\nargs = ["ok", "b\\u0000"]', "mcp_servers.a.args[1]"),
+        ('command = "x"\ncwd = "/tmp\\u0000"', "mcp_servers.a.cwd"),
+        ('command = "x"\nenv = { K = "v\\u0000" }', "mcp_servers.a.env.K"),
+        ('command = "x"\nenv = { "K\\u0000" = "v" }', "mcp_servers.a.env.K\\x00 (the name)"),
+    ],
+)
+def test_a_nul_in_what_reaches_a_child_process_is_refused(tmp_path: Path, table: str, key: str) -> None:
+    message = one_problem(tmp_path, f"[mcp_servers.a]\n{table}\n", key)
+    assert "NUL" in message
+    assert "\x00" not in message  # escaped, so a terminal shows it
+
+
+@pytest.mark.parametrize("name", ["K=V", ""])
+def test_an_environment_name_that_cannot_be_set_is_refused(tmp_path: Path, name: str) -> None:
+    message = one_problem(tmp_path, f'[mcp_servers.a]\ncommand = "x"\nenv = {{ "{name}" = "v" }}\n', "(the name)")
+    assert "mcp_servers.a.env" in message
+
+
+def test_a_file_that_starts_with_a_utf8_bom_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_bytes(b'\xef\xbb\xbf[supervisor]\nprincipal = "bom"\n')
+    assert load_settings(path, environ={}).supervisor.principal == "bom"
+
+
+HUGE = 100_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'[mcp_servers."{"n" * HUGE}"]\ncommand = "x"\n',
+        f'[supervisor]\n"{"k" * HUGE}" = 1\n',
+        f'[supervisor]\nlog_level = "{"v" * HUGE}"\n',
+        f'[mcp_servers.a]\ncommand = "x"\nargs = [["{"a" * HUGE}"]]\n',
+        f'[mcp_servers.a]\ncommand = "x"\nenv = {{ "{"e" * HUGE}" = 1 }}\n',
+        f'[mcp_servers.a]\ncommand = "${{{"-" * HUGE}}}"\n',
+        f'[mcp_servers.a]\ncommand = "${{{"V" * HUGE}}}"\n',
+        f'[supervisor.admin]\nenabled = true\nhost = "{"h" * HUGE}"\n',
+        f'[supervisor.front]\ntransport = "http"\nallow_unauthenticated_loopback = true\nhost = "{"h" * HUGE}"\n',
+        f"[supervisor]\nspawn_concurrency = {'9' * 4000}\n",
+        f"[supervisor]\nspawn_concurrency = {'9' * 5000}\n",
+    ],
+    ids=[
+        "server-name",
+        "unknown-key",
+        "bad-value",
+        "list-item",
+        "env-name",
+        "malformed-reference",
+        "unset-variable",
+        "admin-host",
+        "front-host",
+        "long-integer",
+        "integer-beyond-int-max-str-digits",
+    ],
+)
+def test_echoed_input_is_cut_to_about_80_characters(tmp_path: Path, text: str) -> None:
+    message = config_error(tmp_path, text)
+    assert len(message) < 600, message[:600]
+    assert "..." in message
+
+
+# --- round-2 keys (DESIGN §3.2b) --------------------------------------------
+
+
+def test_the_round_2_keys_default_to_the_documented_values(tmp_path: Path) -> None:
+    settings = load_text(tmp_path, '[mcp_servers.a]\ncommand = "x"\n')
+    a = settings.mcp_servers["a"]
+    assert (a.protocol, a.namespace, a.max_tools) == ("auto", True, 2000)
+    assert (settings.defaults.namespace, settings.defaults.max_tools) == (True, 2000)
+    assert settings.supervisor.front.allow_unauthenticated_loopback is False
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy", "2026-07-28"])
+def test_protocol_accepts_auto_legacy_and_the_2026_era(tmp_path: Path, protocol: str) -> None:
+    text = f'[mcp_servers.a]\ncommand = "x"\nprotocol = "{protocol}"\n'
+    assert load_text(tmp_path, text).mcp_servers["a"].protocol == protocol
+
+
+@pytest.mark.parametrize("value", ['"2025-06-18"', '"AUTO"', "1"])
+def test_any_other_protocol_is_refused_naming_the_server_key(tmp_path: Path, value: str) -> None:
+    message = one_problem(tmp_path, f'[mcp_servers.a]\ncommand = "x"\nprotocol = {value}\n', "mcp_servers.a.protocol")
+    assert "'legacy'" in message
+
+
+def test_protocol_is_a_server_key_not_a_default(tmp_path: Path) -> None:
+    assert "unknown key 'protocol' in [defaults]" in config_error(tmp_path, '[defaults]\nprotocol = "legacy"\n')
+
+
+def test_namespace_and_max_tools_are_inherited_from_defaults_and_overridable(tmp_path: Path) -> None:
+    text = (
+        "[defaults]\nnamespace = false\nmax_tools = 10\n"
+        '[mcp_servers.a]\ncommand = "x"\n[mcp_servers.b]\ncommand = "y"\nnamespace = true\nmax_tools = 100000\n'
+    )
+    servers = load_text(tmp_path, text).mcp_servers
+    assert (servers["a"].namespace, servers["a"].max_tools) == (False, 10)
+    assert (servers["b"].namespace, servers["b"].max_tools) == (True, 100_000)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[mcp_servers.a]\ncommand = "x"\nnamespace = "false"\n', "mcp_servers.a.namespace"),
+        ("[defaults]\nnamespace = 0\n", "defaults.namespace"),
+        ('[mcp_servers.a]\ncommand = "x"\nmax_tools = 0\n', "mcp_servers.a.max_tools"),
+        ('[mcp_servers.a]\ncommand = "x"\nmax_tools = 100001\n', "mcp_servers.a.max_tools"),
+        ("[defaults]\nmax_tools = -1\n", "defaults.max_tools"),
+        ("[defaults]\nmax_tools = 20.5\n", "defaults.max_tools"),
+    ],
+)
+def test_bad_namespace_or_max_tools_values_are_refused_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
+    one_problem(tmp_path, text, key)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_a_loopback_http_front_may_run_without_a_token_when_allowed(tmp_path: Path, host: str) -> None:
+    text = f'[supervisor.front]\ntransport = "http"\nhost = "{host}"\nallow_unauthenticated_loopback = true\n'
+    front = load_text(tmp_path, text).supervisor.front
+    assert (front.host, front.token, front.allow_unauthenticated_loopback) == (host, None, True)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
+def test_a_reachable_http_front_without_a_token_stays_an_error_even_when_allowed(tmp_path: Path, host: str) -> None:
+    text = f'[supervisor.front]\ntransport = "http"\nhost = "{host}"\nallow_unauthenticated_loopback = true\n'
+    message = one_problem(tmp_path, text, "supervisor.front.allow_unauthenticated_loopback")
+    assert repr(host) in message
+    assert "token" in message
+
+
+def test_allow_unauthenticated_loopback_must_be_a_boolean(tmp_path: Path) -> None:
+    one_problem(
+        tmp_path, '[supervisor.front]\nallow_unauthenticated_loopback = "yes"\n', "front.allow_unauthenticated_loopback"
+    )
+
+
+def test_check_shows_the_round_2_keys(tmp_path: Path) -> None:
+    text = (
+        '[supervisor.front]\ntransport = "http"\nallow_unauthenticated_loopback = true\n'
+        '[mcp_servers.a]\ncommand = "x"\nprotocol = "legacy"\nnamespace = false\nmax_tools = 7\n'
+    )
+    described = describe_settings(load_text(tmp_path, text))
+    assert "token (unset), max_request_body_bytes 1048576, allow_unauthenticated_loopback true)" in described
+    assert "\n  protocol = legacy\n  namespace = false\n  max_tools = 7\n" in described

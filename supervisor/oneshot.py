@@ -1,0 +1,109 @@
+"""The one-shot commands ``tools`` and ``call``: start every server once, report, stop.
+
+Each command is one ``trio.run`` entry point (the CLI calls it). It owns one
+nursery holding the :class:`~supervisor.root.Supervisor`; the wait for the
+servers' first attempts is bounded by the slowest ``startup_timeout_sec`` plus
+one second, and the nursery is cancelled as soon as the answer is known, which
+stops every server and reaps every child before the command returns. Progress
+goes to stderr (:mod:`supervisor.progress`); the result to stdout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import Any
+
+import trio
+from mcp import MCPError
+
+from supervisor.cli import EXIT_OK, EXIT_RUNTIME
+from supervisor.errors import ConfigError
+from supervisor.progress import Progress
+from supervisor.root import Supervisor
+from supervisor.settings import Settings
+
+
+def parse_arguments(text: str | None) -> dict[str, Any] | None:
+    """The ``call`` command's JSON arguments, checked before anything starts.
+
+    Raises:
+        ConfigError: ``text`` is not JSON or not a JSON object (a usage error, exit 2).
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the tool arguments are not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(value, dict):
+        raise ConfigError('the tool arguments must be a JSON object, e.g. \'{"text": "hi"}\'')
+    return value
+
+
+async def tools(settings: Settings, as_json: bool) -> int:
+    """Print the aggregated catalog and each server's state; exit 1 if nothing came up."""
+    async with trio.open_nursery() as nursery:
+        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
+        await nursery.start(supervisor.run)
+        with trio.move_on_after(supervisor.startup_bound_sec + 1):
+            await supervisor.wait_first_attempts()
+        catalog = supervisor.registry.tools()
+        statuses = [dataclasses.replace(status) for status in supervisor.statuses()]
+        caches = {status.name: supervisor.cache.describe(status.name) for status in statuses}
+        nursery.cancel_scope.cancel()
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "tools": [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in catalog],
+                    "servers": [
+                        {
+                            "name": s.name,
+                            "state": s.state,
+                            "tools": s.tool_count,
+                            "last_error": s.last_error,
+                            "catalog_cache": caches[s.name],
+                        }
+                        for s in statuses
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for status in statuses:
+            print(f"# {status.name}: {status.describe()}")
+            if status.state != "disabled":
+                print(f"#   catalog cache: {json.dumps(caches[status.name])}")
+        for tool in catalog:
+            summary = (tool.description or "").strip().splitlines()
+            print(f"{tool.name}\t{summary[0] if summary else ''}")
+    failed = [s.name for s in statuses if s.state not in ("ready", "disabled")]
+    return EXIT_RUNTIME if failed and not catalog else EXIT_OK
+
+
+async def call(settings: Settings, public_name: str, arguments: dict[str, Any] | None) -> int:
+    """Call one namespaced tool and print its result; exit 1 on an unknown tool or a failed call."""
+    async with trio.open_nursery() as nursery:
+        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
+        await nursery.start(supervisor.run)
+        with trio.move_on_after(supervisor.startup_bound_sec + 1):
+            await supervisor.wait_first_attempts()
+        try:
+            routed = supervisor.route(public_name)
+            if routed is None:
+                known = ", ".join(tool.name for tool in supervisor.registry.tools()[:20]) or "none"
+                print(f"mcp-supervisor: unknown tool {public_name!r}; known tools: {known}", file=sys.stderr)
+                return EXIT_RUNTIME
+            tool, actor = routed
+            try:
+                result = await actor.call_tool(tool.raw_name, arguments)
+            except MCPError as exc:
+                print(f"mcp-supervisor: {public_name}: error {exc.code}: {exc.error.message}", file=sys.stderr)
+                return EXIT_RUNTIME
+        finally:
+            nursery.cancel_scope.cancel()
+    print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+    return EXIT_RUNTIME if getattr(result, "is_error", True) else EXIT_OK
