@@ -39,7 +39,7 @@ import math
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, assert_never
+from typing import Any, Concatenate, Final, Literal, ParamSpec, assert_never
 
 import mcp_types as types
 import trio
@@ -56,6 +56,8 @@ from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_C
 from supervisor.status import ServerStatus
 
 logger = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
 
 SyncReason = Literal["initial", "reconnect", "list_changed", "unknown_tool", "config_reload"]
 
@@ -264,7 +266,7 @@ class ServerActor:
             if end.ready_at is not None and now - end.ready_at >= self._backoff.stability_window_sec:
                 failures = 0  # it stayed up long enough: this is a new outage
             failures += 1
-            self._set_status(state="reconnecting", attempt=failures, last_error=end.error)
+            self._set_status(ServerStatus.mark_reconnecting, attempt=failures, error=end.error)
             logger.warning(
                 "server=%s generation=%d ended: %s (failure %d/%d)",
                 self.name, self.status.generation, end.error, failures, self.settings.reconnect.max_attempts,
@@ -299,7 +301,7 @@ class ServerActor:
             try:
                 async with self._connect(self.settings, on_tools_changed=self._on_tools_changed) as upstream:
                     self._upstream = upstream
-                    self._set_status(connected_at=trio.current_time())
+                    self._set_status(ServerStatus.mark_connected, at=trio.current_time())
                     try:
                         outcome = await self._sync_via_mailbox(
                             SyncRequest("refresh" if first else "use", "initial" if first else "reconnect")
@@ -311,9 +313,8 @@ class ServerActor:
                         self._ever_ready = True
                         self._release_startup_slot()
                         self._set_status(
-                            state="ready",
-                            ready_at=ready_at,
-                            attempt=0,
+                            ServerStatus.mark_ready,
+                            at=ready_at,
                             protocol_version=upstream.protocol_version,
                             identity=str(upstream.identity),
                         )
@@ -341,7 +342,7 @@ class ServerActor:
 
     async def _give_up(self, error: str) -> None:
         await self._sync_via_mailbox(Withdraw(f"gave up: {error}"))
-        self._set_status(state="failed")
+        self._set_status(ServerStatus.mark_failed)
         logger.error(
             "server=%s gave up after %d consecutive failures; its tools are withdrawn. Last error: %s. "
             "Fix the server or its settings and reload the configuration.",
@@ -427,7 +428,7 @@ class ServerActor:
         if pending.withdraw is not None:
             if self._registry.withdraw(self.name):
                 logger.info("server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason)
-            self._set_status(tool_count=0)
+            self._set_status(ServerStatus.mark_withdrawn)
         outcome = SyncOutcome(ok=True)
         if pending.mode is not None and pending.reason is not None:
             outcome = await self._sync(pending.mode, pending.reason)
@@ -475,10 +476,10 @@ class ServerActor:
         except DuplicateToolName as exc:
             return self._sync_failed(reason, f"{exc}; the listing was rejected")
         self._set_status(
+            ServerStatus.record_sync,
+            at=trio.current_time(),
+            reason=reason,
             tool_count=len(self._registry.owned_by(self.name)),
-            last_sync_at=trio.current_time(),
-            last_sync_reason=reason,
-            syncs=self.status.syncs + 1,
             conflicts=[f"{c.name} (owned by {c.owner})" for c in result.conflicts],
         )
         if result.conflicts:
@@ -491,14 +492,16 @@ class ServerActor:
 
     def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
         logger.warning("server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error)
-        self._set_status(last_error=error)
+        self._set_status(ServerStatus.record_error, error)
         return SyncOutcome(ok=False, error=error)
 
     # -- status --------------------------------------------------------------------------
 
-    def _set_status(self, **changes: Any) -> None:
-        for key, value in changes.items():
-            setattr(self.status, key, value)
+    def _set_status(
+        self, transition: Callable[Concatenate[ServerStatus, _P], None], *args: _P.args, **kwargs: _P.kwargs
+    ) -> None:
+        """Apply one typed ``ServerStatus`` transition, then tell ``on_status`` (after every update)."""
+        transition(self.status, *args, **kwargs)
         if self._on_status is not None:
             self._on_status(self.status)
 

@@ -1,8 +1,12 @@
-"""Per-server status: what the ``tools`` command prints and a status endpoint will serve.
+"""Per-server status: what the ``tools`` command prints and ``/status`` and ``/metrics`` serve.
 
 Plain data, written only by the owning ServerActor (single writer), read by
 anyone. No locks are needed: under trio a reader can never observe a
 half-written update because updates contain no ``await``.
+
+Writers change a status only through its transition methods (``mark_ready``,
+``record_sync`` …), so every update is typed: a misspelled field fails mypy,
+and the slotted class refuses it at run time too.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Literal
 ServerState = Literal["connecting", "ready", "reconnecting", "failed", "disabled"]
 
 
-@dataclass
+@dataclass(slots=True)
 class ServerStatus:
     """The live state of one configured server."""
 
@@ -36,6 +40,48 @@ class ServerStatus:
     conflicts: list[str] = field(default_factory=list)
     syncs: int = 0
     """Syncs run (each one a ``tools/list`` fetch plus a swap)."""
+
+    # -- transitions (the owning actor's only way to write) --------------------------------
+
+    def mark_connected(self, *, at: float) -> None:
+        """The current generation's transport came up."""
+        self.connected_at = at
+
+    def mark_ready(self, *, at: float, protocol_version: str, identity: str) -> None:
+        """The current generation's first sync swapped in: calls are served."""
+        self.state = "ready"
+        self.ready_at = at
+        self.attempt = 0
+        self.protocol_version = protocol_version
+        self.identity = identity
+
+    def mark_reconnecting(self, *, attempt: int, error: str) -> None:
+        """A generation ended; ``attempt`` counts the consecutive failures of this outage."""
+        self.state = "reconnecting"
+        self.attempt = attempt
+        self.last_error = error
+
+    def mark_failed(self) -> None:
+        """The actor gave up (``max_attempts`` reached); ``last_error`` says why."""
+        self.state = "failed"
+
+    def mark_withdrawn(self) -> None:
+        """Every tool of the server left the Registry."""
+        self.tool_count = 0
+
+    def record_sync(self, *, at: float, reason: str, tool_count: int, conflicts: list[str]) -> None:
+        """A sync swapped its listing in (``conflicts`` names the tools kept out, if any)."""
+        self.tool_count = tool_count
+        self.last_sync_at = at
+        self.last_sync_reason = reason
+        self.syncs += 1
+        self.conflicts = conflicts
+
+    def record_error(self, error: str) -> None:
+        """Something failed without changing the state (a failed sync keeps the previous tools)."""
+        self.last_error = error
+
+    # -- reading ---------------------------------------------------------------------------
 
     def describe(self) -> str:
         """One human line: state, tools and the last problem, if any."""
