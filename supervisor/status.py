@@ -6,7 +6,9 @@ half-written update because updates contain no ``await``.
 
 Writers change a status only through its transition methods (``mark_ready``,
 ``record_sync`` …), so every update is typed: a misspelled field fails mypy,
-and the slotted class refuses it at run time too.
+and the slotted class refuses it at run time too. The ``stopping`` state is
+never written by an actor: the Supervisor reports it for an actor whose stop
+(a configuration reload) is still under way.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-ServerState = Literal["connecting", "ready", "reconnecting", "failed", "disabled"]
+ServerState = Literal["connecting", "ready", "reconnecting", "failed", "stopping", "disabled"]
 
 
 @dataclass(slots=True)
