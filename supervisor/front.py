@@ -43,6 +43,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from supervisor._logs import RateLimitedLog
 from supervisor._version import __version__
 from supervisor.catalog_wire import ToolsListWireCache
 from supervisor.errors import UpstreamError, UpstreamTimeout
@@ -61,6 +62,8 @@ Hosts that list once at start-up and ignore change notices then still see
 every server that starts promptly; a hanging server delays the answer by at
 most this much, once (I12), and its tools follow with a change notice."""
 SERVER_NAME: Final = "mcp-supervisor"
+CALL_FAILURE_LOG_WINDOW_SEC: Final = 10.0
+"""A down server fails every call: per (server, error kind), one warning per window and a count of the rest."""
 
 
 class Front:
@@ -86,6 +89,7 @@ class Front:
         self._idle = trio.Event()
         self._idle.set()
         self._shutting_down = False
+        self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=__version__,
@@ -154,7 +158,11 @@ class Front:
             return result
         except UpstreamError as exc:
             outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
-            logger.warning("server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc)
+            self._call_failures.warning(
+                (tool.owner, type(exc).__name__),
+                "server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc,
+                extra={"server": tool.owner, "tool": tool.raw_name},
+            )  # fmt: skip
             return _error_result(str(exc))
         except MCPError:
             outcome = "rpc_error"
