@@ -77,7 +77,6 @@ class SyncOutcome:
 
     ok: bool
     error: str | None = None
-    changed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,9 +485,9 @@ class ServerActor:
             kept = "kept its previous tools" if self.status.tool_count else "registered no tools"
             for conflict in result.conflicts:
                 logger.error("server=%s sync=%s conflict: %s; the server %s", self.name, reason, conflict, kept)
-            return SyncOutcome(ok=True, error=f"name conflict; {kept}", changed=False)
+            return SyncOutcome(ok=True, error=f"name conflict; {kept}")
         logger.debug("server=%s sync=%s swapped %d tools", self.name, reason, len(listing))
-        return SyncOutcome(ok=True, changed=result.changed)
+        return SyncOutcome(ok=True)
 
     def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
         logger.warning("server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error)
