@@ -269,6 +269,7 @@ class ServerActor:
             logger.warning(
                 "server=%s generation=%d ended: %s (failure %d/%d)",
                 self.name, self.status.generation, end.error, failures, self.settings.reconnect.max_attempts,
+                extra=self._log_fields,
             )  # fmt: skip
             gave_up = failures >= self.settings.reconnect.max_attempts
             if self._events is not None:
@@ -321,7 +322,7 @@ class ServerActor:
                         logger.info(
                             "server=%s generation=%d ready: %d tools (%s, %s)",
                             self.name, self.status.generation, self.status.tool_count,
-                            upstream.identity, upstream.protocol_version,
+                            upstream.identity, upstream.protocol_version, extra=self._log_fields,
                         )  # fmt: skip
                         await upstream.health.lost.wait()
                         return _GenerationEnd(f"connection lost: {upstream.health.reason}", ready_at)
@@ -332,7 +333,10 @@ class ServerActor:
             except Exception as exc:
                 # The isolation boundary (I12): a surprise from one server's SDK session
                 # ends that generation only, never the other servers or the Front.
-                logger.exception("server=%s generation=%d failed unexpectedly", self.name, self.status.generation)
+                logger.exception(
+                    "server=%s generation=%d failed unexpectedly", self.name, self.status.generation,
+                    extra=self._log_fields,
+                )  # fmt: skip
                 return _GenerationEnd(f"unexpected error: {exc!r}", ready_at)
         return _GenerationEnd(
             f"server {self.name!r} did not connect and list its tools within {timeout:g}s (startup_timeout_sec)",
@@ -345,7 +349,7 @@ class ServerActor:
         logger.error(
             "server=%s gave up after %d consecutive failures; its tools are withdrawn. Last error: %s. "
             "Fix the server or its settings and reload the configuration.",
-            self.name, self.status.attempt, error,
+            self.name, self.status.attempt, error, extra=self._log_fields,
         )  # fmt: skip
         self._first_attempt_done.set()
 
@@ -371,7 +375,7 @@ class ServerActor:
             self._overflow.add(message)
 
     def _on_tools_changed(self) -> None:
-        logger.debug("server=%s announced tools/list_changed", self.name)
+        logger.debug("server=%s announced tools/list_changed", self.name, extra=self._log_fields)
         if self._cache is not None:
             self._cache.evict(self.name, "list_changed")  # before the re-sync is even queued (I7)
         self.request_sync("refresh", "list_changed")
@@ -379,8 +383,9 @@ class ServerActor:
     def _heal_unknown_tool(self, raw_name: str, error: MCPError) -> None:
         """I8: a -32602 may mean our catalog is stale. Evict and re-list; never re-send the call."""
         logger.info(
-            "server=%s tool=%s answered -32602 (%s): re-listing its tools", self.name, raw_name, error.error.message
-        )
+            "server=%s tool=%s answered -32602 (%s): re-listing its tools", self.name, raw_name, error.error.message,
+            extra={**self._log_fields, "tool": raw_name},
+        )  # fmt: skip
         if self._cache is not None:
             self._cache.evict(self.name, "unknown_tool")
         self.request_sync("refresh", "unknown_tool")
@@ -426,7 +431,9 @@ class ServerActor:
     async def _execute(self, pending: _Pending) -> None:
         if pending.withdraw is not None:
             if self._registry.withdraw(self.name):
-                logger.info("server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason)
+                logger.info(
+                    "server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason, extra=self._log_fields
+                )
             self._set_status(ServerStatus.mark_withdrawn)
         outcome = SyncOutcome(ok=True)
         if pending.mode is not None and pending.reason is not None:
@@ -484,13 +491,18 @@ class ServerActor:
         if result.conflicts:
             kept = "kept its previous tools" if self.status.tool_count else "registered no tools"
             for conflict in result.conflicts:
-                logger.error("server=%s sync=%s conflict: %s; the server %s", self.name, reason, conflict, kept)
+                logger.error(
+                    "server=%s sync=%s conflict: %s; the server %s", self.name, reason, conflict, kept,
+                    extra=self._log_fields,
+                )  # fmt: skip
             return SyncOutcome(ok=True, error=f"name conflict; {kept}")
-        logger.debug("server=%s sync=%s swapped %d tools", self.name, reason, len(listing))
+        logger.debug("server=%s sync=%s swapped %d tools", self.name, reason, len(listing), extra=self._log_fields)
         return SyncOutcome(ok=True)
 
     def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
-        logger.warning("server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error)
+        logger.warning(
+            "server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error, extra=self._log_fields
+        )
         self._set_status(ServerStatus.record_error, error)
         return SyncOutcome(ok=False, error=error)
 
@@ -503,6 +515,11 @@ class ServerActor:
         transition(self.status, *args, **kwargs)
         if self._on_status is not None:
             self._on_status(self.status)
+
+    @property
+    def _log_fields(self) -> dict[str, object]:
+        """The structured fields of this server's log records (``extra=``), for JSON logs."""
+        return {"server": self.name, "generation": self.status.generation}
 
     def _unavailable_message(self) -> str:
         status = self.status

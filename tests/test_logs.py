@@ -18,7 +18,9 @@ from mcp.server import ServerRequestContext
 
 from supervisor._logs import PRUNE_ABOVE_KEYS, RateLimitedLog
 from supervisor.front import CALL_FAILURE_LOG_WINDOW_SEC, Front
+from supervisor.registry import Registry
 from supervisor.root import Supervisor
+from supervisor.server_actor import ServerActor
 from supervisor.settings import ReconnectSettings, ServerSettings, Settings
 from tests.fakes import FakeServer, tool
 
@@ -31,6 +33,16 @@ class _Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def _down_server_settings() -> ServerSettings:
+    """Server "a": slow to give up (a hanging connect takes an hour), retried 100 ms after a drop."""
+    return ServerSettings(
+        name="a",
+        command="x",
+        startup_timeout_sec=3600.0,
+        reconnect=ReconnectSettings(max_attempts=10, initial_delay_ms=100, max_delay_ms=1000, jitter=0.0),
+    )
 
 
 def _lines(caplog: pytest.LogCaptureFixture, name: str) -> list[tuple[str, int]]:
@@ -86,13 +98,7 @@ async def test_a_flood_of_failed_calls_to_a_down_server_logs_one_warning_per_win
 ) -> None:
     caplog.set_level(logging.WARNING, logger="supervisor.front")
     fake = FakeServer([tool("echo")], name="a")
-    server = ServerSettings(
-        name="a",
-        command="x",
-        startup_timeout_sec=3600.0,
-        reconnect=ReconnectSettings(max_attempts=10, initial_delay_ms=100, max_delay_ms=1000, jitter=0.0),
-    )
-    supervisor = Supervisor(Settings(mcp_servers={"a": server}), connector=fake.connect)
+    supervisor = Supervisor(Settings(mcp_servers={"a": _down_server_settings()}), connector=fake.connect)
     front = Front(supervisor)
     ctx = cast("ServerRequestContext[Any]", type("Ctx", (), {"request_id": None})())
     params = types.CallToolRequestParams(name="mcp__a__echo", arguments={})
@@ -113,3 +119,26 @@ async def test_a_flood_of_failed_calls_to_a_down_server_logs_one_warning_per_win
     assert [(r.levelname, getattr(r, "suppressed", None)) for r in records] == [("WARNING", 0), ("WARNING", 499)]
     assert [(getattr(r, "server", None), getattr(r, "tool", None)) for r in records] == [("a", "echo")] * 2
     assert records[0].getMessage().startswith("server=a tool=echo call failed: server 'a' is reconnecting")
+
+
+async def test_a_servers_lifecycle_records_carry_server_and_generation_as_fields(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="supervisor.server_actor")
+    fake = FakeServer([tool("echo")], name="a")
+    actor = ServerActor(_down_server_settings(), Registry(), connector=fake.connect)
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(actor.run)
+            await actor.wait_first_attempt()
+            fake.drop()
+            await trio.testing.wait_all_tasks_blocked()
+            await trio.sleep(1)  # the backoff, then generation 2 comes up
+            nursery.cancel_scope.cancel()
+    fields = [(r.getMessage().split(":")[0], getattr(r, "server", None), getattr(r, "generation", None))
+              for r in caplog.records if r.name == "supervisor.server_actor"]  # fmt: skip
+    assert fields == [
+        ("server=a generation=1 ready", "a", 1),
+        ("server=a generation=1 ended", "a", 1),
+        ("server=a generation=2 ready", "a", 2),
+    ]
