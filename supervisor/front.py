@@ -200,7 +200,7 @@ class Front:
 
     @property
     def legacy_hosts(self) -> int:
-        """How many handshake-era host connections are open (tests and status read it)."""
+        """How many handshake-era host connections are open (tests read it)."""
         return len(self._legacy_connections)
 
     # -- change notices ---------------------------------------------------------------
