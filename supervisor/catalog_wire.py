@@ -37,7 +37,6 @@ class ToolsListWireCache:
         self._settled = settled
         self._version = -1
         self._by_protocol: dict[str, HandlerResult] = {}
-        self.hits = 0
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/list" or (ctx.params and ctx.params.get("cursor")):
@@ -47,7 +46,6 @@ class ToolsListWireCache:
             self._by_protocol.clear()
         cached = self._by_protocol.get(ctx.protocol_version)
         if cached is not None:
-            self.hits += 1
             return cached
         version_before = self._registry.version
         result = await call_next(ctx)

@@ -6,11 +6,10 @@ where they enter, with ``raise ... from exc``::
     SupervisorError
     ├── ConfigError                 bad settings file, key, value or variable (exit 2)
     ├── UpstreamError               something about one upstream server went wrong
-    │   ├── UpstreamUnavailable     not connected: connecting, reconnecting or failed
+    │   ├── UpstreamUnavailable     not connected: connecting, reconnecting, stopping or failed
     │   ├── UpstreamTimeout         connect, list or call exceeded its bound
     │   └── UpstreamProtocolError   the server answered with something unusable
-    ├── RegistryConflict            a public tool name is already owned by someone else
-    └── UnknownTool                 the host named a tool the registry does not hold
+    └── RegistryConflict            a public tool name is already owned by someone else
 """
 
 from __future__ import annotations
@@ -62,14 +61,6 @@ class RegistryConflict(SupervisorError):
         self.name = name
         self.owner = owner
         self.claimant = claimant
-
-
-class UnknownTool(SupervisorError):
-    """The host asked for a tool that is not in the catalog."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown tool {name!r}: it is not in the supervisor's catalog (list tools again)")
-        self.name = name
 
 
 def first_leaf(exc: BaseException) -> BaseException:

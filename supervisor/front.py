@@ -57,6 +57,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor._compat import add_server_middleware, connection_of
+from supervisor._logs import RateLimitedLog
 from supervisor._version import __version__
 from supervisor.catalog_wire import ToolsListWireCache
 from supervisor.errors import UpstreamError, UpstreamTimeout
@@ -84,6 +85,8 @@ most this much, once (I12), and its entries follow with a change notice."""
 SERVER_NAME: Final = "mcp-supervisor"
 _UNTRACKED_METHODS: Final = frozenset({"subscriptions/listen"})
 """Requests that stay open by design; shutdown ends them instead of waiting for them."""
+CALL_FAILURE_LOG_WINDOW_SEC: Final = 10.0
+"""A down server fails every call: per (server, error kind), one warning per window and a count of the rest."""
 
 
 class Front:
@@ -110,6 +113,7 @@ class Front:
         self._shutting_down = False
         relay.on_log_level(supervisor.set_log_level)
         relay.subscriptions.on_change(supervisor.set_subscriptions)
+        self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=__version__,
@@ -207,7 +211,11 @@ class Front:
             return result
         except UpstreamError as exc:
             outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
-            logger.warning("server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc)
+            self._call_failures.warning(
+                (tool.owner, type(exc).__name__),
+                "server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc,
+                extra={"server": tool.owner, "tool": tool.raw_name},
+            )  # fmt: skip
             return _error_result(str(exc))
         except MCPError as exc:
             outcome = "rpc_error"

@@ -23,13 +23,14 @@ Exported (all prefixed ``mcp_supervisor_``):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from supervisor._proc import live_children
+from supervisor.status import ServerState
 
 if TYPE_CHECKING:
     from supervisor.status import ServerStatus
@@ -111,7 +112,7 @@ class _ScrapeTimeCollector(Collector):
         yield GaugeMetricFamily(f"{PREFIX}_catalog_tools", "Tools the host sees now.", value=self._catalog_size())
         per_server = GaugeMetricFamily(f"{PREFIX}_server_tools", "Tools registered per server.", labels=["server"])
         states = GaugeMetricFamily(f"{PREFIX}_servers", "Configured servers by state.", labels=["state"])
-        counts = dict.fromkeys(("connecting", "ready", "reconnecting", "failed", "disabled"), 0)
+        counts = dict.fromkeys(get_args(ServerState), 0)  # every state, so a new one never raises here
         for status in statuses:
             per_server.add_metric([status.name], status.tool_count)
             counts[status.state] += 1

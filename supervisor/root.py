@@ -22,11 +22,21 @@ new actor's first sync (a ``refresh``) swaps them, so the host never sees a
 gap. Each actor runs in its own cancel scope inside the Supervisor's nursery,
 so one can be stopped without touching the others; stopping waits for the
 actor's shielded, bounded transport cleanup (I11), so a new generation never
-overlaps the old child.
+overlaps the old child. Every actor a reload stops is stopped concurrently
+(the wait is one cleanup grace, not one per server), in a nursery the reload
+owns; reloads run one at a time (``_reload_lock``).
+
+While an actor stops it stays in ``actors``: ``statuses`` reports it as
+``stopping`` and ``route`` answers its still-listed tools with a fast
+"restarting" error instead of "unknown tool". The switch to the new
+configuration (``settings``, ``actors``, ``disabled``, the withdrawals) is one
+synchronous block after every stop has finished, so at every ``await`` each
+configured server has exactly one entry in ``actors`` or ``disabled``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -116,6 +126,9 @@ class Supervisor:
         self._running: dict[str, _RunningActor] = {}
         self._log_level: LoggingLevel | None = None
         self._subscriptions: dict[str, frozenset[str]] = {}
+        self._stopping: dict[str, str] = {}
+        """Servers whose actor a reload is stopping, and what a call to one of their tools is told meanwhile."""
+        self._reload_lock = trio.Lock()
         for name, server in settings.mcp_servers.items():
             if server.enabled:
                 self.actors[name] = self._new_actor(server)
@@ -164,31 +177,52 @@ class Supervisor:
 
         Must run while ``run`` is running (it starts actors in its nursery).
         """
+        async with self._reload_lock:
+            return await self._reload(new)
+
+    async def _reload(self, new: Settings) -> list[str]:
         changes: list[str] = []
         if new.supervisor != self.settings.supervisor:
             changes.append("[supervisor] changed: those settings apply at the next start")
         old_servers = self.settings.mcp_servers
-        for name in list(self.actors):
+        withdrawn: list[str] = []
+        restarted: list[str] = []
+        for name in self.actors:
             server = new.mcp_servers.get(name)
             if server is None or not server.enabled:
-                await self._stop(name)
-                self.registry.withdraw(name)
-                changes.append(f"{name}: {'removed' if server is None else 'disabled'}; its tools are withdrawn")
+                withdrawn.append(name)
+                verb = "removed" if server is None else "disabled"
+                self._stopping[name] = (
+                    f"server {name!r} is being {verb} by a configuration reload; its tools are being withdrawn"
+                )
+                changes.append(f"{name}: {verb}; its tools are withdrawn")
             elif server != old_servers[name] or self.actors[name].status.state == "failed":
+                restarted.append(name)
                 why = "settings changed" if server != old_servers[name] else "it had failed"
                 if server.target != old_servers[name].target:
                     self.cache.evict(name, "config")
-                await self._stop(name)
-                self.actors[name] = self._new_actor(server)
-                await self._start(self.actors[name])
+                self._stopping[name] = f"server {name!r} is restarting (configuration reload); try again shortly"
                 changes.append(f"{name}: restarted ({why})")
-        for name, server in new.mcp_servers.items():
-            if server.enabled and name not in self.actors:
-                self.actors[name] = self._new_actor(server)
-                await self._start(self.actors[name])
-                changes.append(f"{name}: started")
+        started = [name for name, server in new.mcp_servers.items() if server.enabled and name not in self.actors]
+        changes.extend(f"{name}: started" for name in started)
+        try:
+            async with trio.open_nursery() as nursery:
+                for name, message in self._stopping.items():
+                    # Every request routed to it from now on fails at once, saying why (not "unknown tool").
+                    self.actors[name].stopping_reason = message
+                    nursery.start_soon(self._stop, name)
+        finally:
+            self._stopping.clear()
+        # No await from here to the starts: readers see the old configuration or the new one.
+        for name in withdrawn:
+            del self.actors[name]
+            self.registry.withdraw(name)
+        for name in restarted + started:
+            self.actors[name] = self._new_actor(new.mcp_servers[name])
         self.disabled = {n: ServerStatus(n, state="disabled") for n, s in new.mcp_servers.items() if not s.enabled}
         self.settings = new
+        for name in restarted + started:
+            await self._start(self.actors[name])
         return changes
 
     async def _start(self, actor: ServerActor) -> None:
@@ -198,11 +232,14 @@ class Supervisor:
         await self._nursery.start(running.run)
 
     async def _stop(self, name: str) -> None:
-        """Cancel one actor and wait until its child is gone (bounded by the transport's cleanup)."""
-        self.actors.pop(name)
-        running = self._running.pop(name)
+        """Cancel one actor and wait until its child is gone (bounded by the transport's cleanup).
+
+        The actor stays in ``actors`` (shown as ``stopping``) until the caller replaces or drops it.
+        """
+        running = self._running[name]
         running.scope.cancel(f"{name} is being stopped by a configuration reload")
         await running.done.wait()
+        del self._running[name]
 
     async def wait_first_attempts(self) -> None:
         """Return once every enabled server has finished its first attempt, successful or not."""
@@ -219,7 +256,11 @@ class Supervisor:
         return [name for name, actor in self.actors.items() if not actor.first_attempt_done]
 
     def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None:
-        """Find the tool and the actor that serves it, or None for an unknown name."""
+        """Find the tool and the actor that serves it, or None for an unknown name.
+
+        A tool of a server that a reload is stopping is still listed and routes to
+        that actor, which fails every request at once with "server 'x' is restarting".
+        """
         tool = self.registry.lookup(public_name)
         if tool is None or (actor := self.actors.get(tool.owner)) is None:
             return None
@@ -233,8 +274,13 @@ class Supervisor:
         return prompt, actor
 
     def statuses(self) -> list[ServerStatus]:
-        """Every configured server's status, in configuration order."""
-        return [
-            self.actors[name].status if name in self.actors else self.disabled[name]
-            for name in self.settings.mcp_servers
-        ]
+        """Every configured server's status, in configuration order (``stopping`` during a reload's stop)."""
+        statuses: list[ServerStatus] = []
+        for name in self.settings.mcp_servers:
+            if name not in self.actors:
+                statuses.append(self.disabled[name])
+            elif name in self._stopping:
+                statuses.append(dataclasses.replace(self.actors[name].status, state="stopping"))
+            else:
+                statuses.append(self.actors[name].status)
+        return statuses

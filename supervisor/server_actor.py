@@ -46,7 +46,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar, assert_never
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar, assert_never
 
 import mcp_types as types
 import trio
@@ -68,6 +68,7 @@ from supervisor.sync_mailbox import EVERY_KIND, Message, Pending, SyncOutcome, S
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_P = ParamSpec("_P")
 _CACHED_METHODS: Final[dict[Kind, str]] = {"tools": TOOLS_LIST, "prompts": PROMPTS_LIST}
 """Kinds whose listings a catalog lifetime may serve (I4); resource lists always bypass it (I9)."""
 _KINDS_OF_NOTICE: Final[dict[Kind, frozenset[Kind]]] = {
@@ -127,6 +128,8 @@ class ServerActor:
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: frozenset[str] = frozenset()
         self._standing_changed = trio.Event()
+        self.stopping_reason: str | None = None
+        """Set by the Supervisor while a reload stops this actor: every request fails at once with it."""
         self.syncs_running = 0
         """How many syncs are running right now (0 or 1; I1 tests watch it)."""
         self.fetches = 0
@@ -238,6 +241,9 @@ class ServerActor:
         return upstream is not None and self.status.state == "ready" and "resources" in upstream.kinds
 
     async def _forward(self, what: str, request: Callable[[UpstreamSession], Awaitable[T]]) -> T:
+        if self.stopping_reason is not None:
+            await trio.lowlevel.checkpoint()
+            raise UpstreamUnavailable(self.name, self.stopping_reason)
         upstream = self._upstream
         if upstream is None or self.status.state != "ready":
             raise UpstreamUnavailable(self.name, self._unavailable_message())
@@ -264,10 +270,11 @@ class ServerActor:
             if end.ready_at is not None and now - end.ready_at >= self._backoff.stability_window_sec:
                 failures = 0  # it stayed up long enough: this is a new outage
             failures += 1
-            self._set_status(state="reconnecting", attempt=failures, last_error=end.error)
+            self._set_status(ServerStatus.mark_reconnecting, attempt=failures, error=end.error)
             logger.warning(
                 "server=%s generation=%d ended: %s (failure %d/%d)",
                 self.name, self.status.generation, end.error, failures, self.settings.reconnect.max_attempts,
+                extra=self._log_fields,
             )  # fmt: skip
             gave_up = failures >= self.settings.reconnect.max_attempts
             if self._events is not None:
@@ -299,7 +306,9 @@ class ServerActor:
             try:
                 async with self._connect(self.settings, on_list_changed=self._on_list_changed) as upstream:
                     self._upstream = upstream
-                    self._set_status(connected_at=trio.current_time(), change_notices=upstream.change_notices)
+                    self._set_status(
+                        ServerStatus.mark_connected, at=trio.current_time(), change_notices=upstream.change_notices
+                    )
                     try:
                         # Without change notices a kept catalog may be stale: re-list on reconnect too.
                         reuse = not first and upstream.change_notices
@@ -313,9 +322,8 @@ class ServerActor:
                         self._ever_ready = True
                         self._release_startup_slot()
                         self._set_status(
-                            state="ready",
-                            ready_at=ready_at,
-                            attempt=0,
+                            ServerStatus.mark_ready,
+                            at=ready_at,
                             protocol_version=upstream.protocol_version,
                             identity=str(upstream.identity),
                         )
@@ -324,7 +332,7 @@ class ServerActor:
                         logger.info(
                             "server=%s generation=%d ready: %d tools (%s, %s)",
                             self.name, self.status.generation, self.status.tool_count,
-                            upstream.identity, upstream.protocol_version,
+                            upstream.identity, upstream.protocol_version, extra=self._log_fields,
                         )  # fmt: skip
                         await upstream.health.lost.wait()
                         return _GenerationEnd(f"connection lost: {upstream.health.reason}", ready_at)
@@ -335,7 +343,10 @@ class ServerActor:
             except Exception as exc:
                 # The isolation boundary (I12): a surprise from one server's SDK session
                 # ends that generation only, never the other servers or the Front.
-                logger.exception("server=%s generation=%d failed unexpectedly", self.name, self.status.generation)
+                logger.exception(
+                    "server=%s generation=%d failed unexpectedly", self.name, self.status.generation,
+                    extra=self._log_fields,
+                )  # fmt: skip
                 return _GenerationEnd(f"unexpected error: {exc!r}", ready_at)
         return _GenerationEnd(
             f"server {self.name!r} did not connect and list its tools within {timeout:g}s (startup_timeout_sec)",
@@ -344,11 +355,11 @@ class ServerActor:
 
     async def _give_up(self, error: str) -> None:
         await self._sync_via_mailbox(Withdraw(f"gave up: {error}"))
-        self._set_status(state="failed")
+        self._set_status(ServerStatus.mark_failed)
         logger.error(
             "server=%s gave up after %d consecutive failures; its tools are withdrawn. Last error: %s. "
             "Fix the server or its settings and reload the configuration.",
-            self.name, self.status.attempt, error,
+            self.name, self.status.attempt, error, extra=self._log_fields,
         )  # fmt: skip
         self._first_attempt_done.set()
 
@@ -374,7 +385,7 @@ class ServerActor:
             self._overflow.add(message)
 
     def _on_list_changed(self, kind: Kind) -> None:
-        logger.debug("server=%s announced %s/list_changed", self.name, kind)
+        logger.debug("server=%s announced %s/list_changed", self.name, kind, extra=self._log_fields)
         kinds = _KINDS_OF_NOTICE[kind]
         methods = tuple(_CACHED_METHODS[k] for k in kinds if k in _CACHED_METHODS)
         if self._cache is not None and methods:
@@ -384,8 +395,9 @@ class ServerActor:
     def _heal_unknown_tool(self, raw_name: str, error: MCPError) -> None:
         """I8: a -32602 may mean our catalog is stale. Evict and re-list; never re-send the call."""
         logger.info(
-            "server=%s tool=%s answered -32602 (%s): re-listing its tools", self.name, raw_name, error.error.message
-        )
+            "server=%s tool=%s answered -32602 (%s): re-listing its tools", self.name, raw_name, error.error.message,
+            extra={**self._log_fields, "tool": raw_name},
+        )  # fmt: skip
         if self._cache is not None:
             self._cache.evict(self.name, "unknown_tool", (TOOLS_LIST,))
         self.request_sync("refresh", "unknown_tool", frozenset({"tools"}))
@@ -427,8 +439,10 @@ class ServerActor:
     async def _execute(self, pending: Pending) -> None:
         if pending.withdraw is not None:
             if self._registry.withdraw(self.name):
-                logger.info("server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason)
-            self._set_status(tool_count=0, prompt_count=0, resource_count=0, template_count=0)
+                logger.info(
+                    "server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason, extra=self._log_fields
+                )
+            self._set_status(ServerStatus.mark_withdrawn)
         outcome = SyncOutcome(ok=True)
         if pending.mode is not None and pending.reason is not None:
             outcome = await self._sync(pending.mode, pending.reason, pending.kinds or EVERY_KIND)
@@ -493,28 +507,30 @@ class ServerActor:
             return self._sync_failed(reason, f"{exc}; the listing was rejected")
         conflicts = [conflict for result in results.values() for conflict in result.conflicts]
         self._set_status(
-            tool_count=self._registry.count(self.name, "tools"),
-            prompt_count=self._registry.count(self.name, "prompts"),
-            resource_count=self._registry.count(self.name, "resources"),
-            template_count=self._registry.count(self.name, "templates"),
-            last_sync_at=trio.current_time(),
-            last_sync_reason=reason,
-            syncs=self.status.syncs + 1,
+            ServerStatus.record_sync,
+            at=trio.current_time(),
+            reason=reason,
+            counts={kind: self._registry.count(self.name, kind) for kind in ALL_KINDS},
             conflicts=[f"{c.name} (owned by {c.owner})" for c in conflicts],
         )
         if conflicts:
             for conflict in conflicts:
                 logger.error(
                     "server=%s sync=%s conflict: %s; the server keeps its previous entries of that kind",
-                    self.name, reason, conflict,
+                    self.name, reason, conflict, extra=self._log_fields,
                 )  # fmt: skip
             return SyncOutcome(ok=True, error="name conflict; the previous entries were kept")
-        logger.debug("server=%s sync=%s swapped %s", self.name, reason, {k: len(v) for k, v in listings.items()})
+        logger.debug(
+            "server=%s sync=%s swapped %s", self.name, reason, {k: len(v) for k, v in listings.items()},
+            extra=self._log_fields,
+        )  # fmt: skip
         return SyncOutcome(ok=True)
 
     def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
-        logger.warning("server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error)
-        self._set_status(last_error=error)
+        logger.warning(
+            "server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error, extra=self._log_fields
+        )
+        self._set_status(ServerStatus.record_error, error)
         return SyncOutcome(ok=False, error=error)
 
     # -- standing state ------------------------------------------------------------------
@@ -536,11 +552,18 @@ class ServerActor:
 
     # -- status --------------------------------------------------------------------------
 
-    def _set_status(self, **changes: Any) -> None:
-        for key, value in changes.items():
-            setattr(self.status, key, value)
+    def _set_status(
+        self, transition: Callable[Concatenate[ServerStatus, _P], None], *args: _P.args, **kwargs: _P.kwargs
+    ) -> None:
+        """Apply one typed ``ServerStatus`` transition, then tell ``on_status`` (after every update)."""
+        transition(self.status, *args, **kwargs)
         if self._on_status is not None:
             self._on_status(self.status)
+
+    @property
+    def _log_fields(self) -> dict[str, object]:
+        """The structured fields of this server's log records (``extra=``), for JSON logs."""
+        return {"server": self.name, "generation": self.status.generation}
 
     def _unavailable_message(self) -> str:
         status = self.status

@@ -1,8 +1,14 @@
-"""Per-server status: what the ``tools`` command prints and a status endpoint will serve.
+"""Per-server status: what the ``tools`` command prints and ``/status`` and ``/metrics`` serve.
 
 Plain data, written only by the owning ServerActor (single writer), read by
 anyone. No locks are needed: under trio a reader can never observe a
 half-written update because updates contain no ``await``.
+
+Writers change a status only through its transition methods (``mark_ready``,
+``record_sync`` …), so every update is typed: a misspelled field fails mypy,
+and the slotted class refuses it at run time too. The ``stopping`` state is
+never written by an actor: the Supervisor reports it for an actor whose stop
+(a configuration reload) is still under way.
 """
 
 from __future__ import annotations
@@ -10,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-ServerState = Literal["connecting", "ready", "reconnecting", "failed", "disabled"]
+ServerState = Literal["connecting", "ready", "reconnecting", "failed", "stopping", "disabled"]
 
 
-@dataclass
+@dataclass(slots=True)
 class ServerStatus:
     """The live state of one configured server."""
 
@@ -40,7 +46,53 @@ class ServerStatus:
     last_sync_reason: str | None = None
     conflicts: list[str] = field(default_factory=list)
     syncs: int = 0
-    """Syncs run (each one a ``tools/list`` fetch plus a swap)."""
+    """Syncs run (each one a fetch of the listings asked for plus a swap)."""
+
+    # -- transitions (the owning actor's only way to write) --------------------------------
+
+    def mark_connected(self, *, at: float, change_notices: bool) -> None:
+        """The current generation's transport came up (``change_notices``: it will tell us about changes)."""
+        self.connected_at = at
+        self.change_notices = change_notices
+
+    def mark_ready(self, *, at: float, protocol_version: str, identity: str) -> None:
+        """The current generation's first sync swapped in: calls are served."""
+        self.state = "ready"
+        self.ready_at = at
+        self.attempt = 0
+        self.protocol_version = protocol_version
+        self.identity = identity
+
+    def mark_reconnecting(self, *, attempt: int, error: str) -> None:
+        """A generation ended; ``attempt`` counts the consecutive failures of this outage."""
+        self.state = "reconnecting"
+        self.attempt = attempt
+        self.last_error = error
+
+    def mark_failed(self) -> None:
+        """The actor gave up (``max_attempts`` reached); ``last_error`` says why."""
+        self.state = "failed"
+
+    def mark_withdrawn(self) -> None:
+        """Every tool, prompt, resource and template of the server left the Registry."""
+        self.tool_count = self.prompt_count = self.resource_count = self.template_count = 0
+
+    def record_sync(self, *, at: float, reason: str, counts: dict[str, int], conflicts: list[str]) -> None:
+        """A sync swapped its listings in (``counts`` per kind; ``conflicts`` names the entries kept out)."""
+        self.tool_count = counts["tools"]
+        self.prompt_count = counts["prompts"]
+        self.resource_count = counts["resources"]
+        self.template_count = counts["templates"]
+        self.last_sync_at = at
+        self.last_sync_reason = reason
+        self.syncs += 1
+        self.conflicts = conflicts
+
+    def record_error(self, error: str) -> None:
+        """Something failed without changing the state (a failed sync keeps the previous tools)."""
+        self.last_error = error
+
+    # -- reading ---------------------------------------------------------------------------
 
     def describe(self) -> str:
         """One human line: state, tools and the last problem, if any."""

@@ -43,10 +43,10 @@ from typing import Final
 import anyio
 import mcp_types as types
 import trio
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from supervisor._compat import TransportStreams
 from supervisor._frames import LineBuffer, encode_batch
 from supervisor._proc import terminate_group
 from supervisor.settings import ServerSettings

@@ -37,16 +37,15 @@ import httpx2
 import mcp_types as types
 import trio
 from mcp import Client, MCPError
-from mcp.client._transport import TransportStreams
 from mcp.client.client import ConnectMode
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import SubscriptionLost
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from supervisor._compat import TransportStreams, create_mcp_http_client
 from supervisor._frames import LineBuffer
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]

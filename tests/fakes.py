@@ -7,7 +7,7 @@ modes, peak fetch concurrency, calls). Nothing here spawns processes or does I/O
 end-to-end behaviour is tested against real servers elsewhere.
 
 Concurrency: the fake owns no tasks and no nursery. Every wait in it is an
-``Event`` the test controls (``fetch_gate``, ``connect_gate``) or a virtual-clock
+``Event`` the test controls (``fetch_gate``, ``close_gate``) or a virtual-clock
 sleep; a generation's in-flight fetches are cancelled when its session closes,
 the way a real client fails requests on a closed transport.
 """
@@ -121,6 +121,8 @@ class FakeServer:
         fetch_error: When set, fetches raise it (after the gate and the delay).
         close_delay_sec: Virtual time a generation takes to tear down (a child
             process given its grace period, say).
+        close_gate: When set to an unset Event, a generation's (shielded) teardown
+            blocks until it is set, so a test can look at the world mid-teardown.
     """
 
     def __init__(self, tools: list[types.Tool] | None = None, *, name: str = "srv") -> None:
@@ -132,6 +134,9 @@ class FakeServer:
         self.fetch_delay_sec = 0.0
         self.fetch_error: Exception | None = None
         self.close_delay_sec = 0.0
+        self.close_gate: trio.Event | None = None
+        self.closing = False
+        """True while a generation is tearing down (inside the shielded cleanup)."""
         self.session: FakeSession | None = None
         self.on_list_changed: Callable[[Kind], None] | None = None
         self.prompts: list[types.Prompt] | None = None
@@ -185,8 +190,14 @@ class FakeServer:
             session.close()
             if self.session is session:
                 self.session = None
-            with trio.CancelScope(shield=True):
-                await trio.sleep(self.close_delay_sec)
+            self.closing = True
+            try:
+                with trio.CancelScope(shield=True):
+                    if self.close_gate is not None:
+                        await self.close_gate.wait()
+                    await trio.sleep(self.close_delay_sec)
+            finally:
+                self.closing = False
 
     async def _fetch_prompts(self, session: FakeSession) -> list[Definition]:
         if session.closed:

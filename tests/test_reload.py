@@ -12,9 +12,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
+import pytest
 import trio
 import trio.testing
 
+from supervisor.errors import UpstreamUnavailable
 from supervisor.registry import Kind
 from supervisor.root import Supervisor
 from supervisor.seams import UpstreamSession
@@ -57,6 +60,20 @@ async def running(supervisor: Supervisor) -> AsyncIterator[None]:
         await nursery.start(supervisor.run)
         yield
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def teardown_held(fake: FakeServer) -> AsyncIterator[trio.Event]:
+    """Hold ``fake``'s generation teardown until the yielded event is set; released on exit whatever happens.
+
+    The teardown is shielded (as a real child's is), so a test that failed with it
+    still held would hang instead of failing.
+    """
+    gate = fake.close_gate = trio.Event()
+    try:
+        yield gate
+    finally:
+        gate.set()
 
 
 def _owners(supervisor: Supervisor) -> list[str]:
@@ -136,3 +153,73 @@ async def test_sighup_reloads_the_settings_file_and_the_host_sees_the_revived_se
             names = await host.wait_tools(lambda names: "mcp__a__add" in names)
             assert sorted(names) == ["mcp__a__add", "mcp__b__echo"]
         assert host.exit_code == 0
+
+
+# -- the window while an actor stops ----------------------------------------------------------
+
+
+async def test_status_and_metrics_keep_answering_while_a_removed_server_is_stopping(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b = FakeServer([tool("echo")], name="a"), FakeServer([tool("add")], name="b")
+    supervisor = Supervisor(_settings(_server("a"), _server("b")), connector=Fleet(a=a, b=b).connect)
+    with trio.fail_after(BOUND_SEC):
+        async with running(supervisor), teardown_held(a) as gate, trio.open_nursery() as nursery:
+            await supervisor.wait_first_attempts()
+            nursery.start_soon(supervisor.reload, _settings(_server("b")))
+            await trio.testing.wait_all_tasks_blocked()
+            assert a.closing, "a's teardown is blocked on the gate"
+            assert [(s.name, s.state) for s in supervisor.statuses()] == [("a", "stopping"), ("b", "ready")]
+            assert b'mcp_supervisor_servers{state="stopping"} 1.0' in supervisor.metrics.render()
+            gate.set()
+            await trio.testing.wait_all_tasks_blocked()
+            assert [(s.name, s.state) for s in supervisor.statuses()] == [("b", "ready")]
+            assert [t.name for t in supervisor.registry.tools()] == ["mcp__b__add"]
+
+
+async def test_a_call_to_a_restarting_server_fails_fast_saying_so_instead_of_unknown_tool(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a = FakeServer([tool("echo")], name="a")
+    supervisor = Supervisor(_settings(_server("a")), connector=Fleet(a=a).connect)
+    with trio.fail_after(BOUND_SEC):
+        async with running(supervisor), teardown_held(a) as gate, trio.open_nursery() as nursery:
+            await supervisor.wait_first_attempts()
+            nursery.start_soon(supervisor.reload, _settings(_server("a", args=["--new"])))
+            await trio.testing.wait_all_tasks_blocked()
+            assert a.closing
+            routed = supervisor.route("mcp__a__echo")
+            assert routed is not None, "a still-listed tool is never an unknown tool"
+            tool_, actor = routed
+            with pytest.raises(UpstreamUnavailable, match=r"server 'a' is restarting") as caught:
+                await actor.call_tool(tool_.raw_name, {})
+            assert caught.value.server == "a"
+            assert a.calls == [], "nothing reached the server being torn down"
+            gate.set()
+            await trio.testing.wait_all_tasks_blocked()  # the reload finishes and starts the new actor
+            await supervisor.wait_first_attempts()
+            routed = supervisor.route("mcp__a__echo")
+            assert routed is not None
+            served = await routed[1].call_tool("echo", {})
+            assert isinstance(served, types.CallToolResult) and served.content, "the new actor serves it"
+            assert a.calls == [("echo", {})]
+
+
+async def test_removed_and_restarted_servers_stop_concurrently(autojump_clock: trio.testing.MockClock) -> None:
+    fakes = {name: FakeServer([tool("echo")], name=name) for name in ("a", "b", "c")}
+    supervisor = Supervisor(_settings(*map(_server, fakes)), connector=Fleet(**fakes).connect)
+    with trio.fail_after(BOUND_SEC):
+        async with running(supervisor):
+            await supervisor.wait_first_attempts()
+            for fake in fakes.values():
+                fake.close_delay_sec = 5.0  # each child takes its whole grace period to go
+            started = trio.current_time()
+            changes = await supervisor.reload(_settings(_server("b", args=["--new"]), _server("c", enabled=False)))
+            assert trio.current_time() - started == 5.0, "one grace period, not one per server"
+            assert changes == [
+                "a: removed; its tools are withdrawn",
+                "b: restarted (settings changed)",
+                "c: disabled; its tools are withdrawn",
+            ]
+            await supervisor.wait_first_attempts()
+            assert [(s.name, s.state) for s in supervisor.statuses()] == [("b", "ready"), ("c", "disabled")]
