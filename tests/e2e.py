@@ -592,7 +592,8 @@ async def open_http_host(
     """
     host = Host()
     try:
-        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http_client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with create_mcp_http_client(headers=headers) as http_client:
             transport = streamable_http_client(url, http_client=http_client)
             client_options.setdefault("message_handler", host.on_message)
             async with Client(transport, mode=mode, **client_options) as client:

@@ -159,8 +159,9 @@ async def test_everything_crosses_the_sidecar_in_every_era_combination_and_front
 
             # a prompt added upstream: the host is told (prompts/list_changed) and lists it
             async with listening_for_updates(host, [], prompts=True) if host.modern else _nothing():
+                notices = recorder.prompt_notices
                 assert text_of(await session.call_tool("mcp__fx__add_prompt", {"name": "later"})) == "added"
-                await recorder.wait_for(lambda: recorder.prompt_notices >= 1, what="prompts/list_changed")
+                await recorder.wait_for(lambda: recorder.prompt_notices > notices, what="prompts/list_changed")
             listed = await session.list_prompts(cache_mode="bypass")
             assert [p.name for p in listed.prompts] == ["mcp__fx__greet", "mcp__fx__later"]
             assert recorder.updated == [HELLO]  # no duplicate arrived meanwhile
