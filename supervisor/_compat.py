@@ -18,6 +18,12 @@ of an SDK object.
   inside ``Client.call_tool``; the sidecar drives rounds for handshake-era hosts
   through it with its own dispatch (the host's connection).
 
+One private use lives elsewhere on purpose: pydantic-settings'
+``EnvSettingsSource._load_env_vars`` is overridden in ``_settings_env`` (an
+injected environment instead of ``os.environ``), because that module is
+imported only when an override variable is set and must not pull in the SDK.
+Its test is in ``tests/test_compat.py`` with the others.
+
 Concurrency: plain functions and aliases; nothing here awaits.
 """
 

@@ -1,0 +1,96 @@
+"""One test per assumption about private or provisional API (``supervisor/_compat.py``, ``_settings_env.py``).
+
+When an upgrade of ``mcp`` or pydantic-settings moves one of these, the test
+that names it fails here, loudly, instead of a feature failing somewhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import httpx2
+import mcp_types as types
+import trio
+from mcp.server import Server
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.session import ServerSession
+
+from supervisor import _compat
+from supervisor._settings_env import read_overrides
+from supervisor.host_calls import HostCall
+
+
+class _Outbound:
+    """The least an ``Outbound`` needs to be for a ``ServerSession`` to be built around it."""
+
+    can_send_request = False
+
+
+def test_connection_of_finds_the_connection_a_per_request_session_proxies() -> None:
+    connection = Connection(_Outbound(), protocol_version="2025-11-25")  # type: ignore[arg-type]
+    session = ServerSession(_Outbound(), connection)  # type: ignore[arg-type]
+    assert _compat.connection_of(session) is connection
+
+
+def test_create_mcp_http_client_gives_an_httpx2_client_with_a_long_read_timeout() -> None:
+    client = _compat.create_mcp_http_client(headers={"X-Test": "1"})
+    assert isinstance(client, httpx2.AsyncClient)
+    assert client.headers["X-Test"] == "1"
+    assert client.timeout.read is not None and client.timeout.read >= 60
+
+
+def test_transport_streams_is_the_read_write_pair() -> None:
+    assert len(get_args(_compat.TransportStreams)) == 2
+
+
+async def test_server_middleware_is_a_list_run_innermost_last() -> None:
+    server: Server[Any] = Server("t")
+    seen: list[str] = []
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        seen.append(ctx.method)
+        return await call_next(ctx)
+
+    before = len(server.middleware)
+    _compat.add_server_middleware(server, middleware)
+    assert server.middleware[-1] is middleware
+    assert len(server.middleware) == before + 1
+
+
+async def test_the_input_required_driver_dispatches_each_request_and_retries_with_the_answers() -> None:
+    asked: list[str] = []
+
+    async def dispatch(key: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        asked.append(key)
+        return types.ListRootsResult(roots=[])
+
+    async def retry(responses: types.InputResponses | None, state: str | None) -> Any:
+        assert state == "s1"
+        assert responses is not None and set(responses) == {"a"}
+        return types.CallToolResult(content=[])
+
+    first = types.InputRequiredResult(input_requests={"a": types.ListRootsRequest()}, request_state="s1")
+    with trio.fail_after(5):
+        result = await _compat.run_input_required_driver(
+            first, dispatch=dispatch, retry=retry, max_rounds=_compat.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
+        )
+    assert isinstance(result, types.CallToolResult)
+    assert asked == ["a"]
+
+
+def test_the_sdk_hands_request_meta_over_with_snake_case_keys() -> None:
+    """``HostCall.wants_progress`` reads ``progress_token``: the runner validates ``_meta`` before handlers."""
+    meta = types.RequestParams.model_validate({"_meta": {"progressToken": 7}}, by_name=False).meta
+    assert meta is not None
+    session: Any = None
+    ctx: ServerRequestContext[Any] = ServerRequestContext(
+        session=session, lifespan_context={}, protocol_version="2025-11-25", method="tools/call", meta=meta
+    )
+    call = HostCall(ctx, "srv")
+    assert call.wants_progress
+
+
+def test_pydantic_settings_env_source_reads_the_injected_mapping_through_load_env_vars() -> None:
+    overrides = read_overrides({"MCP_SUPERVISOR_SUPERVISOR__LOG_LEVEL": "debug", "UNRELATED": "x"})
+    assert overrides == {"supervisor": {"log_level": "debug"}}
