@@ -435,12 +435,40 @@ def _named_for(server: str, log: types.LoggingMessageNotificationParams) -> type
 Tap = Callable[[types.JSONRPCNotification, contextvars.Context | None], None]
 
 
-class _TappedReadStream:
-    """A transport's read stream that shows every notification to ``tap`` first, in wire order."""
+_LISTING_KEYS: Final = ("tools", "prompts", "resources", "resourceTemplates")
 
-    def __init__(self, inner: Any, tap: Tap) -> None:
+
+def _refuse_oversized_listing(item: SessionMessage, limit: int) -> SessionMessage:
+    """Turn a listing of more than ``limit`` entries into an error before the SDK validates it (I15).
+
+    Validating 100,000 tool models takes seconds of CPU in one go; counting a
+    list does not. The sync then fails with the count, and the previous
+    generation stays (I2).
+    """
+    message = item.message
+    if not isinstance(message, types.JSONRPCResponse) or not isinstance(message.result, dict):
+        return item
+    for key in _LISTING_KEYS:
+        listing = message.result.get(key)
+        if isinstance(listing, list) and len(listing) > limit:
+            error = types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"a listing page of {len(listing)} {key} exceeds max_tools = {limit}",
+            )
+            return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+    return item
+
+
+class _TappedReadStream:
+    """A transport's read stream that shows every notification to ``tap`` first, in wire order.
+
+    It also refuses oversized listings (``_refuse_oversized_listing``) before they are validated.
+    """
+
+    def __init__(self, inner: Any, tap: Tap, max_listing: int) -> None:
         self._inner = inner
         self._tap = tap
+        self._max_listing = max_listing
 
     @property
     def last_context(self) -> contextvars.Context | None:
@@ -449,11 +477,14 @@ class _TappedReadStream:
 
     async def receive(self) -> SessionMessage | Exception:
         item: SessionMessage | Exception = await self._inner.receive()
-        if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCNotification):
-            try:
-                self._tap(item.message, self.last_context)
-            except Exception:  # the tap must never cost the connection
-                logger.exception("notification tap failed")
+        if isinstance(item, SessionMessage):
+            if isinstance(item.message, types.JSONRPCNotification):
+                try:
+                    self._tap(item.message, self.last_context)
+                except Exception:  # the tap must never cost the connection
+                    logger.exception("notification tap failed")
+            else:
+                item = _refuse_oversized_listing(item, self._max_listing)
         return item
 
     def __aiter__(self) -> _TappedReadStream:
@@ -480,10 +511,10 @@ class _TappedReadStream:
 
 @asynccontextmanager
 async def _tapped(
-    transport: AbstractAsyncContextManager[TransportStreams], tap: Tap
+    transport: AbstractAsyncContextManager[TransportStreams], tap: Tap, max_listing: int
 ) -> AsyncIterator[TransportStreams]:
     async with transport as (read_stream, write_stream):
-        tapped: Any = _TappedReadStream(read_stream, tap)
+        tapped: Any = _TappedReadStream(read_stream, tap, max_listing)
         yield tapped, write_stream
 
 
@@ -615,7 +646,7 @@ async def open_upstream(
 
     upstream_ref: list[Upstream] = []
     client = Client(
-        _tapped(_open_transport(settings, health), tap),
+        _tapped(_open_transport(settings, health), tap, settings.max_tools),
         mode=settings.protocol,
         message_handler=on_message,
         client_info=CLIENT_INFO,
