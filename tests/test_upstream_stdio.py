@@ -6,6 +6,7 @@ server's ``env`` table, as the sidecar's children do.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -15,7 +16,7 @@ import trio
 from mcp.shared.message import SessionMessage
 
 from supervisor.settings import ServerSettings
-from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
+from supervisor.upstream_stdio import TransportHealth, open_stdio_transport, screen_oversized_listing
 from tests.e2e import MARK_ENV
 
 BOUND_SEC = 15.0
@@ -54,3 +55,24 @@ async def test_a_stdout_line_growing_past_the_cap_loses_the_transport_before_the
         async with open_stdio_transport(_server(code), health):
             await health.lost.wait()
     assert health.reason == "stdout line longer than 1048576 bytes"
+
+
+def _listing_line(count: int, request_id: str = "7") -> bytes:
+    schema = '{"type":"object","properties":{"name":{"type":"string"}}}'
+    tools = ",".join(f'{{"name":"t_{i}","inputSchema":{schema}}}' for i in range(count))
+    return f'{{"jsonrpc":"2.0","id":{request_id},"result":{{"tools":[{tools}]}}}}'.encode()
+
+
+def test_a_huge_listing_line_is_answered_with_an_error_from_a_count_not_a_parse() -> None:
+    refused = json.loads(screen_oversized_listing(_listing_line(100_000), 2000))
+    assert refused["id"] == 7
+    assert refused["error"]["message"] == (
+        "a listing of 100000 entries exceeds max_tools = 2000 (refused before parsing)"
+    )
+    assert json.loads(screen_oversized_listing(_listing_line(50, '"abc"'), 10))["id"] == "abc"
+
+
+def test_a_listing_within_the_limit_and_any_other_line_pass_unchanged() -> None:
+    line = _listing_line(2000)
+    assert screen_oversized_listing(line, 2000) is line
+    assert screen_oversized_listing(b'{"jsonrpc":"2.0","method":"x"}', 0) == b'{"jsonrpc":"2.0","method":"x"}'
