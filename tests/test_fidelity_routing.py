@@ -273,3 +273,21 @@ async def test_a_loopback_http_front_may_run_without_a_token_when_allowed(tmp_pa
         async with open_http_sidecar(config, port=port) as sidecar, open_http_host(sidecar.url, "", "auto") as host:
             await _ready(host)
             assert text_of(await host.call("mcp__fx__echo", {"text": "open"})) == "open"
+
+
+async def test_the_sidecars_own_warnings_about_a_server_reach_hosts_that_set_a_log_level(tmp_path: Path) -> None:
+    config = write_settings(tmp_path, {"fx": _fx(tmp_path / "fx.jsonl", "--legacy-only")})
+    recorder = Recorder(name="ada")
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config, "legacy", **recorder.client_options(Host())) as host:
+            await _ready(host)
+            await host.session.session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level="warning")), types.EmptyResult
+            )
+            assert (await host.session.call_tool("mcp__fx__crash", {})).is_error
+            await recorder.wait_for(
+                lambda: any(m.logger == "mcp-supervisor" for m in recorder.logs), what="the sidecar's own warning"
+            )
+            own = [m for m in recorder.logs if m.logger == "mcp-supervisor"]
+            assert own[0].level == "warning"
+            assert "server=fx generation=1 ended" in str(own[0].data)
