@@ -180,7 +180,7 @@ async def test_I8_an_unknown_tool_error_reaches_the_host_unchanged_is_not_resent
 async def test_I9_resources_are_forwarded_and_never_served_from_a_catalog_lifetime(tmp_path: Path) -> None:
     log = tmp_path / "fx.log"
     config = write_settings(tmp_path, {"fx": grow_server(tmp_path, "--ttl-ms", "60000", "--resources")})
-    with trio.fail_after(scaled(30)):
+    with trio.fail_after(scaled(60)):
         async with open_host(config) as host:
             await host.wait_tools(lambda names: BASE in names, bound_sec=LOADED_BOUND_SEC)
             listed = await host.session.list_resources(cache_mode="bypass")
