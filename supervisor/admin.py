@@ -55,8 +55,8 @@ class AdminEndpoint:
             max_body_bytes=64 * 1024,
         )
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until cancelled."""
+    async def run(self, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; report started with the base URLs really bound (``port = 0`` works)."""
         await serve_asgi(
             self.app,
             host=self._settings.host,

@@ -2,10 +2,11 @@
 
 ``HttpHostLink.run`` owns one cancel scope holding the SDK's
 ``StreamableHTTPSessionManager`` (its task group, one task per host session)
-and hypercorn's trio worker serving ``HttpGuard(StreamableHTTPASGIApp)``. The
-guard does rebinding protection, bearer auth and the declared-size check
-(``_http``); the manager applies the same body limit to streamed bodies and
-the SDK's own Host/Origin check with the same names.
+and hypercorn's trio worker serving ``HttpGuard(StreamableHTTPASGIApp)`` on the
+configured port (``0``: one the OS picks; ``urls`` and the ``listening`` log
+line say which). The guard does rebinding protection, bearer auth and the
+declared-size check (``_http``); the manager applies the same body limit to
+streamed bodies and the SDK's own Host/Origin check with the same names.
 
 2026-era hosts get change notices over ``subscriptions/listen`` (the Front's
 bus); handshake-era hosts over their session's standalone GET stream (the
@@ -22,6 +23,7 @@ listeners close. ``close`` waits at most ``HOST_CLOSE_GRACE_SEC``.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import trio
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -66,19 +68,25 @@ class HttpHostLink:
         )
         self._scope = trio.CancelScope()
         self._done = trio.Event()
+        self.urls: list[str] = []
+        """Where hosts connect (``http://HOST:PORT/mcp``, the port really bound), once ``run`` has started."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until ``close`` (or the owner's cancellation)."""
+        """Serve until ``close`` (or the owner's cancellation); ``urls`` is set before it reports started."""
         try:
             with self._scope:
-                async with self._manager.run():
-                    await serve_asgi(
-                        self._guard,
-                        host=self._settings.host,
-                        port=self._settings.port,
-                        settings_key="supervisor.front",
-                        task_status=task_status,
+                async with self._manager.run(), trio.open_nursery() as nursery:
+                    self.urls = await nursery.start(
+                        partial(
+                            serve_asgi,
+                            self._guard,
+                            host=self._settings.host,
+                            port=self._settings.port,
+                            settings_key="supervisor.front",
+                            url_path=MCP_PATH,
+                        )
                     )
+                    task_status.started()
         finally:
             self._done.set()
 

@@ -117,7 +117,7 @@ class FrontSettings(BaseModel):
 
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
-    port: int = Field(default=8931, ge=1, le=65535)
+    port: int = Field(default=8931, ge=0, le=65535)
     token: SecretStr | None = None
     max_request_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
     allow_unauthenticated_loopback: bool = False
@@ -149,7 +149,7 @@ class AdminSettings(BaseModel):
 
     enabled: bool = False
     host: str = "127.0.0.1"
-    port: int = Field(default=8932, ge=1, le=65535)
+    port: int = Field(default=8932, ge=0, le=65535)
     token: SecretStr | None = None
     """Unset: the front's token applies (see ``SupervisorSection.admin_token``)."""
 

@@ -8,12 +8,16 @@ scanned for the marker; a live process that still carries it is an orphan. The
 scan tolerates processes vanishing mid-read, ignores zombies (PID 1 here does
 not reap orphans) and this pytest process, and allows a short bounded grace
 before it kills the leftovers and fails the test.
+
+The fast lane (``pytest -m "not e2e"``) must start no process: a test without
+the ``e2e`` marker that tries to spawn one fails at once, naming the marker.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import MARK_ENV
+from tests.e2e import MARK_ENV, scaled
 
-ORPHAN_GRACE_SEC = 3.0
+ORPHAN_GRACE_SEC = scaled(3.0)
 
 
 def _state(pid: str) -> bytes | None:
@@ -82,3 +86,18 @@ def no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             os.kill(pid, signal.SIGKILL)
     listing = "\n".join(f"  pid {pid}: {cmdline}" for pid, cmdline in sorted(leftovers.items()))
     pytest.fail(f"I11: {len(leftovers)} process(es) outlived the test:\n{listing}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def fast_lane_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test without the ``e2e`` marker fails if it starts a process (every spawn goes through ``Popen``)."""
+    if request.node.get_closest_marker("e2e") is not None:
+        return
+
+    def refuse(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process but is not marked e2e, so the fast lane "
+            '(pytest -m "not e2e") would run it: add pytestmark = pytest.mark.e2e'
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)

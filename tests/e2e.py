@@ -13,17 +13,30 @@ HTTP front, ``open_http_sidecar`` runs the sidecar as a service (stopped with
 SIGTERM, exit code recorded) and ``open_http_host`` connects a host to it over
 streamable HTTP with the bearer token.
 
-Concurrency: ``open_host`` owns one nursery (the transport's pumps, and for
-2026-era hosts a task holding ``subscriptions/listen`` open). Every wait here is
-bounded, either by the caller's ``trio.fail_after`` or by an explicit bound.
+Every process started here listens on port 0 where it listens at all, and the
+test reads the real address from the line the process logs (``ProcessLog``):
+nothing guesses a free port.
+
+**One scale factor.** Every deadline of the e2e tests (``trio.fail_after``
+bounds, the bounds of the waits here, the timeouts and windows written into
+generated settings) is a nominal number of seconds passed through ``scaled``,
+which multiplies it by ``$MCP_SUPERVISOR_TEST_SCALE`` (default 1.0). On a slow
+or loaded machine, ``MCP_SUPERVISOR_TEST_SCALE=3 pytest`` gives every deadline
+three times the room without touching a test.
+
+Concurrency: ``open_host`` owns one nursery (the transport's pumps, the sidecar's
+stderr relay, and for 2026-era hosts a task holding ``subscriptions/listen``
+open). Every wait here is bounded, either by the caller's ``trio.fail_after`` or
+by an explicit (scaled) bound.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -31,6 +44,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -51,15 +65,49 @@ from supervisor._frames import LineBuffer
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"
 MARK_ENV: Final = "MCP_SUPERVISOR_TEST_MARK"
+SCALE_ENV: Final = "MCP_SUPERVISOR_TEST_SCALE"
 HOST_MODES: Final = ("auto", "legacy")
-SIDECAR_EXIT_BOUND_SEC: Final = 10.0
+
+
+def _scale_from_environment() -> float:
+    text = os.environ.get(SCALE_ENV, "1.0")
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{SCALE_ENV}={text!r}: expected a positive number of times the nominal deadlines, e.g. 2")
+    return value
+
+
+SCALE: Final = _scale_from_environment()
+"""``$MCP_SUPERVISOR_TEST_SCALE``: the factor every e2e deadline is multiplied by (default 1.0)."""
+
+
+def scaled(seconds: float) -> float:
+    """A nominal deadline in seconds, times the suite's scale factor: every e2e deadline goes through here."""
+    return seconds * SCALE
+
+
+def scaled_ms(milliseconds: float) -> int:
+    """``scaled`` for the millisecond windows of generated settings (reconnect delays)."""
+    return max(1, round(milliseconds * SCALE))
+
+
+SIDECAR_EXIT_BOUND_SEC: Final = scaled(10.0)
 """How long the sidecar may take to exit once the host closes its stdin."""
+STARTUP_BOUND_SEC: Final = scaled(30.0)
+"""How long a process may take to start and announce itself (Python start-up is slow on a loaded machine)."""
+WAIT_BOUND_SEC: Final = scaled(30.0)
+"""Default bound of ``wait_until``, ``Host.wait_tools`` and ``run_cli``."""
 POLL_FALLBACK_SEC: Final = 0.5
 """``wait_tools`` re-lists at least this often even if no change notice arrives."""
+DRAIN_BOUND_SEC: Final = scaled(2.0)
+"""How long the stderr relay may read the tail of an exited process's stderr."""
 
 FAST_DEFAULTS: Final[dict[str, Any]] = {
-    "startup_timeout_sec": 20,
-    "tool_timeout_sec": 20,
+    "startup_timeout_sec": scaled(20),
+    "tool_timeout_sec": scaled(20),
     "reconnect": {"max_attempts": 5, "initial_delay_ms": 100, "max_delay_ms": 1000, "jitter": 0},
 }
 
@@ -98,7 +146,7 @@ def write_settings(
             server["env"] = {**server.get("env", {}), MARK_ENV: current_mark()}
         marked[server_name] = server
     document: dict[str, Any] = {
-        "supervisor": {"log_level": "debug", "shutdown_grace_sec": 2, **(supervisor or {})},
+        "supervisor": {"log_level": "debug", "shutdown_grace_sec": scaled(2), **(supervisor or {})},
         "defaults": _deep_merge(FAST_DEFAULTS, defaults or {}),
         "mcp_servers": marked,
     }
@@ -156,7 +204,7 @@ def called_tools(path: Path) -> list[str]:
     return [str(e["tool"]) for e in read_log(path) if e["event"] == "request" and e.get("method") == "tools/call"]
 
 
-async def wait_until(predicate: Callable[[], bool], *, what: str, bound_sec: float = 30.0) -> None:
+async def wait_until(predicate: Callable[[], bool], *, what: str, bound_sec: float = WAIT_BOUND_SEC) -> None:
     """Poll external state (a log file, /proc) until ``predicate`` holds; fail after ``bound_sec``."""
     with trio.move_on_after(bound_sec):
         # Polling: there is no event for "another process wrote a file / exited".
@@ -175,12 +223,85 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+# -- what a child process says on stderr ------------------------------------------------
+
+_LISTENING: Final = re.compile(r"(?P<listener>[\w.-]+) (?:listening on|ready) (?P<url>https?://\S+)")
+"""The sidecar's ``<listener> listening on URL`` log line, or the HTTP fixture's ``fixture_server ready URL``."""
+
+
+@dataclass
+class ProcessLog:
+    """A child's stderr, relayed to ours (pytest shows it on failure) and watched for the URLs it listens on.
+
+    ``listening`` maps a listener (``front``, ``admin``, ``fixture_server``) to its URL,
+    from the text line or from a JSON log line with ``"event": "listening"``.
+    """
+
+    listening: dict[str, str] = field(default_factory=dict)
+    closed: bool = False
+    _changed: trio.Event = field(default_factory=trio.Event)
+
+    async def pump(self, stream: trio.abc.ReceiveStream) -> None:
+        """Relay ``stream`` to our stderr until EOF, noting each complete line."""
+        pending = bytearray()
+        try:
+            async for chunk in stream:
+                os.write(2, chunk)
+                pending += chunk
+                while (end := pending.find(b"\n")) >= 0:
+                    self._note(pending[:end].decode(errors="replace"))
+                    del pending[: end + 1]
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+        finally:
+            self.closed = True
+            self._wake()
+
+    def _note(self, line: str) -> None:
+        if line.startswith("{"):
+            with suppress(ValueError):
+                entry = json.loads(line)
+                if isinstance(entry, dict) and entry.get("event") == "listening":
+                    self.listening[str(entry["listener"])] = str(entry["url"])
+                    self._wake()
+            return
+        match = _LISTENING.search(line)
+        if match is not None:
+            self.listening[match["listener"]] = match["url"]
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_listening(self, listener: str, *, bound_sec: float = STARTUP_BOUND_SEC) -> str:
+        """The URL ``listener`` announced, once it has; fails if the process ends first or after ``bound_sec``."""
+        with trio.move_on_after(bound_sec):
+            while listener not in self.listening:
+                if self.closed:
+                    raise AssertionError(f"the process ended without announcing its {listener} URL")
+                await self._changed.wait()
+            return self.listening[listener]
+        raise AssertionError(f"no {listener} URL announced within {bound_sec:g}s")
+
+    async def wait_closed(self) -> None:
+        """Return once the relay has read the process's stderr to EOF."""
+        while not self.closed:
+            await self._changed.wait()
+
+
+@asynccontextmanager
+async def relaying_stderr(proc: trio.Process, log: ProcessLog) -> AsyncIterator[None]:
+    """Run ``log.pump`` on ``proc``'s stderr; on exit let it read the tail (bounded), then stop it."""
+    assert proc.stderr is not None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(log.pump, proc.stderr)
+        try:
+            yield
+        finally:
+            with trio.move_on_after(DRAIN_BOUND_SEC):
+                await log.wait_closed()
+            nursery.cancel_scope.cancel()
 
 
 # -- results -----------------------------------------------------------------------------
@@ -208,6 +329,8 @@ class Host:
     notices: int = 0
     notice_times: list[float] = field(default_factory=list)
     """When each notice arrived (``trio.current_time()``)."""
+    log: ProcessLog = field(default_factory=ProcessLog)
+    """The sidecar's stderr (relayed to ours): ``await host.log.wait_listening("admin")`` gives the admin URL."""
     _changed: trio.Event = field(default_factory=trio.Event)
 
     @property
@@ -261,7 +384,11 @@ class Host:
             await trio.sleep(0.05)
 
     async def wait_tools(
-        self, predicate: Callable[[list[str]], bool], *, bound_sec: float = 30.0, poll_sec: float = POLL_FALLBACK_SEC
+        self,
+        predicate: Callable[[list[str]], bool],
+        *,
+        bound_sec: float = WAIT_BOUND_SEC,
+        poll_sec: float = POLL_FALLBACK_SEC,
     ) -> list[str]:
         """Re-list on every change notice (or every ``poll_sec``) until ``predicate`` holds."""
         names: list[str] = []
@@ -351,16 +478,24 @@ async def line_transport(
 async def _sidecar_transport(
     host: Host, argv: Sequence[str], env: Mapping[str, str]
 ) -> AsyncIterator[TransportStreams]:
-    """Spawn the sidecar and speak newline-delimited JSON-RPC to it; stderr goes to ours (captured)."""
+    """Spawn the sidecar and speak newline-delimited JSON-RPC to it; its stderr is relayed to ours (``host.log``)."""
     proc = await trio.lowlevel.open_process(
-        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(REPO_ROOT), env=dict(env)
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(REPO_ROOT),
+        env=dict(env),
     )
     host.process = proc
 
     async def stop() -> None:
         await _stop_sidecar(host, proc)
 
-    async with line_transport(proc, on_bad_line=host.bad_frames.append, on_close=stop) as streams:
+    async with (
+        relaying_stderr(proc, host.log),
+        line_transport(proc, on_bad_line=host.bad_frames.append, on_close=stop) as streams,
+    ):
         yield streams
 
 
@@ -418,7 +553,7 @@ async def open_host(
             nursery.cancel_scope.cancel()
 
 
-async def run_cli(*args: str, env: Mapping[str, str] | None = None, bound_sec: float = 30.0) -> CliResult:
+async def run_cli(*args: str, env: Mapping[str, str] | None = None, bound_sec: float = WAIT_BOUND_SEC) -> CliResult:
     """Run ``python -m supervisor ARGS`` to completion, bounded, capturing its output."""
     with trio.fail_after(bound_sec):
         done = await trio.run_process(
@@ -440,45 +575,51 @@ class CliResult:
 
 
 @asynccontextmanager
-async def open_http_fixture(*args: str, port: int | None = None, log: Path | None = None) -> AsyncIterator[HttpFixture]:
-    """Start the fixture server over streamable HTTP; killed (and reaped) on exit."""
-    fixture = HttpFixture(port if port is not None else free_port(), list(args), log)
-    try:
-        await fixture.start()
-        yield fixture
-    finally:
-        with trio.CancelScope(shield=True):
-            await fixture.kill()
+async def open_http_fixture(*args: str, log: Path | None = None) -> AsyncIterator[HttpFixture]:
+    """Start the fixture server over streamable HTTP on a port the OS picks; killed (and reaped) on exit."""
+    fixture = HttpFixture(list(args), log)
+    async with trio.open_nursery() as nursery:
+        fixture.nursery = nursery  # for the stderr relay of each (re)start
+        try:
+            await fixture.start()
+            yield fixture
+        finally:
+            with trio.CancelScope(shield=True):
+                await fixture.kill()
+            nursery.cancel_scope.cancel()
 
 
 @dataclass
 class HttpFixture:
-    port: int
+    """A fixture server over HTTP; ``start`` again after ``kill`` to restart it on the same port."""
+
     args: list[str]
     log: Path | None
+    port: int = 0
+    """0 until the first start has announced the port the OS picked; restarts reuse it."""
     process: trio.Process | None = None
+    stderr: ProcessLog = field(default_factory=ProcessLog)
+    nursery: trio.Nursery | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     async def start(self) -> None:
-        """Start the server and wait (bounded) until its port accepts connections."""
+        """Start the server and wait (bounded) until it announces the URL it listens on."""
         argv = [sys.executable, "-m", FIXTURE_MODULE, "--http-port", str(self.port), *self.args]
         if self.log is not None:
             argv += ["--log", str(self.log)]
-        self.process = await trio.lowlevel.open_process(argv, cwd=str(REPO_ROOT), env=sidecar_env())
-        with trio.move_on_after(10) as scope:
-            while True:
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", self.port)
-                except OSError:
-                    await trio.sleep(0.05)
-                else:
-                    await stream.aclose()
-                    break
-        if scope.cancelled_caught:
-            raise AssertionError(f"the HTTP fixture did not listen on port {self.port} within 10s")
+        self.stderr = ProcessLog()
+        self.process = await trio.lowlevel.open_process(
+            argv, stderr=subprocess.PIPE, cwd=str(REPO_ROOT), env=sidecar_env()
+        )
+        assert self.nursery is not None and self.process.stderr is not None
+        self.nursery.start_soon(self.stderr.pump, self.process.stderr)
+        url = await self.stderr.wait_listening("fixture_server")
+        port = urlsplit(url).port
+        assert port is not None and port != 0, url
+        self.port = port
 
     async def kill(self) -> None:
         if self.process is not None:
@@ -486,6 +627,8 @@ class HttpFixture:
                 self.process.kill()
             await self.process.wait()
             self.process = None
+            with trio.move_on_after(DRAIN_BOUND_SEC):
+                await self.stderr.wait_closed()
 
 
 # -- the sidecar as an HTTP service -------------------------------------------------------
@@ -493,16 +636,18 @@ class HttpFixture:
 TOKEN_ENV: Final = "MCP_SUPERVISOR_TOKEN"
 
 
-def http_supervisor_table(
-    port: int, *, admin_port: int | None = None, grace_sec: float = 2, **front: Any
-) -> dict[str, Any]:
-    """The ``[supervisor]`` table of a sidecar serving HTTP on ``port`` (token from ``$MCP_SUPERVISOR_TOKEN``)."""
+def http_supervisor_table(*, admin: bool = False, grace_sec: float | None = None, **front: Any) -> dict[str, Any]:
+    """The ``[supervisor]`` table of a sidecar serving HTTP on a port the OS picks (token from the environment).
+
+    ``grace_sec`` is ``shutdown_grace_sec`` (nominal, scaled here); with ``admin``, the
+    admin endpoint is enabled too, also on port 0.
+    """
     table: dict[str, Any] = {
-        "shutdown_grace_sec": grace_sec,
-        "front": {"transport": "http", "port": port, "token": "${MCP_SUPERVISOR_TOKEN}", **front},
+        "shutdown_grace_sec": scaled(2 if grace_sec is None else grace_sec),
+        "front": {"transport": "http", "port": 0, "token": "${MCP_SUPERVISOR_TOKEN}", **front},
     }
-    if admin_port is not None:
-        table["admin"] = {"enabled": True, "port": admin_port}
+    if admin:
+        table["admin"] = {"enabled": True, "port": 0}
     return table
 
 
@@ -511,15 +656,13 @@ class HttpSidecar:
     """A ``supervisor run`` process serving HTTP; ``exit_code`` is set once it has exited."""
 
     process: trio.Process
-    port: int
+    url: str
+    """``http://127.0.0.1:PORT/mcp``, from the sidecar's ``front listening on`` line."""
     token: str
+    log: ProcessLog
     exit_code: int | None = None
     exit_after_sigterm_sec: float | None = None
     sigterm_at: float | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
 
     def terminate(self) -> None:
         """Send SIGTERM once (a second one during the graceful stop could hit the default handler)."""
@@ -546,38 +689,36 @@ class HttpSidecar:
         return proc.returncode
 
 
-async def wait_port(port: int, *, bound_sec: float = 10.0) -> None:
-    """Wait until ``127.0.0.1:port`` accepts connections."""
-    with trio.move_on_after(bound_sec):
-        while True:
-            try:
-                stream = await trio.open_tcp_stream("127.0.0.1", port)
-            except OSError:
-                await trio.sleep(0.05)
-            else:
-                await stream.aclose()
-                return
-    raise AssertionError(f"nothing listened on port {port} within {bound_sec:g}s")
-
-
 @asynccontextmanager
 async def open_http_sidecar(
-    config: Path, *, port: int, token: str = "test-token", env: Mapping[str, str] | None = None
+    config: Path, *, token: str = "test-token", env: Mapping[str, str] | None = None
 ) -> AsyncIterator[HttpSidecar]:
-    """Start ``supervisor run`` with an HTTP front on ``port``; on exit stop it with SIGTERM (bounded)."""
+    """Start ``supervisor run`` with an HTTP front (port 0); on exit stop it with SIGTERM (bounded).
+
+    The front's URL is read from the sidecar's ``front listening on URL`` line.
+    """
     proc = await trio.lowlevel.open_process(
         sidecar_argv(config),
         stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         cwd=str(REPO_ROOT),
         env=sidecar_env({TOKEN_ENV: token, **(env or {})}),
     )
-    sidecar = HttpSidecar(proc, port, token)
+    log = ProcessLog()
     try:
-        await wait_port(port)
-        yield sidecar
+        async with relaying_stderr(proc, log):
+            sidecar = HttpSidecar(proc, await log.wait_listening("front"), token, log)
+            try:
+                yield sidecar
+            finally:
+                with trio.CancelScope(shield=True):
+                    await sidecar.stop()
     finally:
-        with trio.CancelScope(shield=True):
-            await sidecar.stop()
+        if proc.returncode is None:  # it never announced its URL
+            with suppress(ProcessLookupError):
+                proc.kill()
+            with trio.CancelScope(shield=True):
+                await proc.wait()
 
 
 @asynccontextmanager

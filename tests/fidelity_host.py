@@ -22,7 +22,7 @@ import trio
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import SubscriptionLost
 
-from tests.e2e import Host
+from tests.e2e import Host, scaled
 
 ROOT_URI = "file:///work/project"
 
@@ -105,13 +105,14 @@ class Recorder:
             options["sampling_callback"] = self.sampling
         return options
 
-    async def wait_for(self, predicate: Any, *, what: str, bound_sec: float = 10.0) -> None:
+    async def wait_for(self, predicate: Any, *, what: str, bound_sec: float | None = None) -> None:
         """Wait until ``predicate()`` holds, woken by every callback; fail after ``bound_sec``."""
-        with trio.move_on_after(bound_sec):
+        bound = scaled(10) if bound_sec is None else bound_sec
+        with trio.move_on_after(bound):
             while not predicate():
                 await self.changed.wait()
             return
-        raise AssertionError(f"host {self.name}: timed out waiting for {what}")
+        raise AssertionError(f"host {self.name}: timed out after {bound:g}s waiting for {what}")
 
 
 @asynccontextmanager

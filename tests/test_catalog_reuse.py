@@ -24,14 +24,18 @@ from tests.e2e import (
     fixture_server,
     open_host,
     read_log,
+    scaled,
     started_pids,
     text_of,
     wait_until,
     write_settings,
 )
 
-LOADED_BOUND_SEC = 30.0
+pytestmark = pytest.mark.e2e
+
+LOADED_BOUND_SEC = scaled(30.0)
 """Bound for waits on process start-up: generous, because a loaded 2-core machine starts Python slowly."""
+TEST_BOUND_SEC = scaled(120.0)
 BASE = "mcp__fx__echo"
 EXTRA = "mcp__fx__extra_2"
 
@@ -86,7 +90,7 @@ async def test_I4_a_reconnect_within_the_declared_lifetime_reuses_the_catalog_wi
 ) -> None:
     log = tmp_path / "fx.log"
     config = write_settings(tmp_path, {"fx": grow_server(tmp_path, "--ttl-ms", "60000")})
-    with trio.fail_after(120):
+    with trio.fail_after(TEST_BOUND_SEC):
         async with open_host(config, host_mode) as host:
             new_pid = await crash_and_wait_for_restart(host, log)
 
@@ -108,7 +112,7 @@ async def test_I5_a_server_declared_lifetime_of_zero_is_relisted_on_reconnect(tm
     log = tmp_path / "fx.log"
     # Declares no hint at 2026-07-28, which the SDK sends as ttlMs 0; the fallback must not apply.
     config = write_settings(tmp_path, {"fx": grow_server(tmp_path)})
-    with trio.fail_after(120):
+    with trio.fail_after(TEST_BOUND_SEC):
         async with open_host(config) as host:
             new_pid = await crash_and_wait_for_restart(host, log)
             assert EXTRA in await host.wait_tools(lambda n: EXTRA in n, bound_sec=LOADED_BOUND_SEC)
@@ -118,7 +122,7 @@ async def test_I5_a_server_declared_lifetime_of_zero_is_relisted_on_reconnect(tm
 async def test_I5_a_handshake_era_server_without_a_declaration_reuses_the_fallback_lifetime(tmp_path: Path) -> None:
     log = tmp_path / "fx.log"
     config = write_settings(tmp_path, {"fx": grow_server(tmp_path, "--legacy-only")})
-    with trio.fail_after(120):
+    with trio.fail_after(TEST_BOUND_SEC):
         async with open_host(config) as host:
             new_pid = await crash_and_wait_for_restart(host, log)
             assert EXTRA not in await host.tool_names()
@@ -129,7 +133,7 @@ async def test_I5_catalog_reuse_ttl_of_zero_turns_reuse_off_for_a_handshake_era_
     log = tmp_path / "fx.log"
     server = grow_server(tmp_path, "--legacy-only", reconnect={"catalog_reuse_ttl_ms": 0})
     config = write_settings(tmp_path, {"fx": server})
-    with trio.fail_after(120):
+    with trio.fail_after(TEST_BOUND_SEC):
         async with open_host(config) as host:
             new_pid = await crash_and_wait_for_restart(host, log)
             assert EXTRA in await host.wait_tools(lambda n: EXTRA in n, bound_sec=LOADED_BOUND_SEC)
@@ -147,7 +151,7 @@ async def test_I6_a_server_that_comes_back_with_another_version_is_relisted(tmp_
         f'--tools echo,crash --grow-per-start "{state}" --log "{log}"'
     )
     config = write_settings(tmp_path, {"fx": command_server(["/bin/sh", "-c", script])})
-    with trio.fail_after(120):
+    with trio.fail_after(TEST_BOUND_SEC):
         async with open_host(config) as host:
             new_pid = await crash_and_wait_for_restart(host, log)
             assert EXTRA in await host.wait_tools(lambda n: EXTRA in n, bound_sec=LOADED_BOUND_SEC)
@@ -159,7 +163,7 @@ async def test_I8_an_unknown_tool_error_reaches_the_host_unchanged_is_not_resent
 ) -> None:
     log = tmp_path / "fx.log"
     config = write_settings(tmp_path, {"fx": grow_server(tmp_path, "--legacy-only")})
-    with trio.fail_after(120):
+    with trio.fail_after(TEST_BOUND_SEC):
         async with open_host(config) as host:
             await host.wait_tools(lambda names: BASE in names, bound_sec=LOADED_BOUND_SEC)
             # The server drops echo without telling anyone: our catalog is now stale.
@@ -176,7 +180,7 @@ async def test_I8_an_unknown_tool_error_reaches_the_host_unchanged_is_not_resent
 async def test_I9_resources_are_forwarded_and_never_served_from_a_catalog_lifetime(tmp_path: Path) -> None:
     log = tmp_path / "fx.log"
     config = write_settings(tmp_path, {"fx": grow_server(tmp_path, "--ttl-ms", "60000", "--resources")})
-    with trio.fail_after(30):
+    with trio.fail_after(scaled(60)):
         async with open_host(config) as host:
             await host.wait_tools(lambda names: BASE in names, bound_sec=LOADED_BOUND_SEC)
             listed = await host.session.list_resources(cache_mode="bypass")

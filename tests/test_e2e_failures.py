@@ -33,6 +33,8 @@ from tests.e2e import (
     open_http_fixture,
     pid_alive,
     run_cli,
+    scaled,
+    scaled_ms,
     sidecar_env,
     started_pids,
     text_of,
@@ -43,8 +45,8 @@ from tests.fixtures.fixture_server import BUILTIN_TOOLS
 
 pytestmark = pytest.mark.e2e
 
-BOUND_SEC = 60
-PROMPT_SEC = 5.0
+BOUND_SEC = scaled(60)
+PROMPT_SEC = scaled(5.0)
 """How soon a call in flight on a dying server must come back with an error."""
 EXIT_IMMEDIATELY = [sys.executable, "-c", "import sys; sys.exit(1)"]
 
@@ -72,7 +74,9 @@ async def test_a_crashed_server_fails_calls_fast_then_comes_back_with_the_same_c
         tmp_path,
         {
             # A slow first restart, so the host can observe the reconnecting state.
-            "a": fixture_server("--log", str(log), reconnect={"initial_delay_ms": 1000, "max_delay_ms": 2000}),
+            "a": fixture_server(
+                "--log", str(log), reconnect={"initial_delay_ms": scaled_ms(1000), "max_delay_ms": scaled_ms(2000)}
+            ),
             "b": fixture_server("--tools", "echo"),
         },
     )
@@ -106,7 +110,7 @@ async def test_a_crashed_server_fails_calls_fast_then_comes_back_with_the_same_c
                         return text
                     await trio.sleep(0.02)
 
-            with trio.fail_after(1.0):
+            with trio.fail_after(scaled(1.0)):
                 text = await reconnecting_error()
             assert "reconnecting" in text and "'a'" in text
             # The other server never noticed.
@@ -115,7 +119,7 @@ async def test_a_crashed_server_fails_calls_fast_then_comes_back_with_the_same_c
             await wait_until(lambda: len(started_pids(log)) == 2, what="a new generation of server a")
             assert started_pids(log)[1] != first_pid
 
-            with trio.fail_after(30):
+            with trio.fail_after(scaled(30)):
                 assert text_of(await host.wait_call_succeeds("mcp__a__echo", {"text": "back"})) == "back"
             after = await host.tool_names()
             assert sorted(after) == sorted(before)
@@ -203,7 +207,7 @@ async def test_I11_a_crash_kills_the_pipe_holding_grandchild_and_the_server_reco
             await wait_until(lambda: len(started_pids(log)) == 2, what="a new generation of server a")
             await host.wait_tools(lambda names: "mcp__a__echo" in names)
 
-            with trio.fail_after(30):
+            with trio.fail_after(scaled(30)):
                 assert text_of(await host.wait_call_succeeds("mcp__a__echo", {"text": "back"})) == "back"
 
 
@@ -228,11 +232,11 @@ async def test_I11_sigterm_lets_the_call_in_flight_finish_then_exits_0_leaving_n
                 os.kill(host.pid, signal.SIGTERM)
                 signalled_at = trio.current_time()
                 assert host.process is not None
-                with trio.fail_after(8):
+                with trio.fail_after(scaled(8)):
                     code = await host.process.wait()
             assert code == 0
             # shutdown_grace_sec is 2: the 1 s call had time to finish and its answer reached the host.
-            assert trio.current_time() - signalled_at < 6
+            assert trio.current_time() - signalled_at < scaled(6)
             assert len(outcome) == 1
             result = outcome[0]
             assert isinstance(result, types.CallToolResult), result
@@ -255,7 +259,7 @@ async def test_I11_host_hanging_up_stops_the_sidecar_quickly_with_exit_0(tmp_pat
             grandchild = int(text_of(await host.call("mcp__a__spawn_grandchild")))
         assert host.exit_code == 0
         assert host.exit_after_stdin_closed_sec is not None
-        assert host.exit_after_stdin_closed_sec < 10
+        assert host.exit_after_stdin_closed_sec < scaled(10)
         assert not pid_alive(grandchild)
 
 
@@ -276,15 +280,16 @@ def _misbehaving_servers(*, hang_startup_sec: float) -> dict[str, dict[str, Any]
 
 async def test_I12_misbehaving_servers_never_block_or_break_the_healthy_one_or_the_host(tmp_path: Path) -> None:
     # The hanging server may take 20 s to fail its first attempt; the host must not wait for it.
-    config = write_settings(tmp_path, _misbehaving_servers(hang_startup_sec=20))
+    config = write_settings(tmp_path, _misbehaving_servers(hang_startup_sec=scaled(20)))
     with trio.fail_after(BOUND_SEC):
         async with open_host(config) as host:
             started = trio.current_time()
             names = await host.wait_tools(
-                lambda names: {"mcp__healthy__echo", "mcp__flood__echo", "mcp__noisy__echo"} <= set(names), bound_sec=8
+                lambda names: {"mcp__healthy__echo", "mcp__flood__echo", "mcp__noisy__echo"} <= set(names),
+                bound_sec=scaled(8),
             )
             assert text_of(await host.call("mcp__healthy__echo", {"text": "quick"})) == "quick"
-            assert trio.current_time() - started < 8
+            assert trio.current_time() - started < scaled(8)
             # Noise on stderr or stdout is survivable: those servers work.
             assert {"mcp__healthy__add", "mcp__flood__echo", "mcp__noisy__echo"} <= set(names)
             # A listing that hangs, fails validation or repeats a name registers nothing.
@@ -326,7 +331,7 @@ async def test_an_http_server_that_restarts_on_its_port_is_reconnected(tmp_path:
                 await first.start()  # same port
                 await wait_until(lambda: len(started_pids(log)) == 2, what="the HTTP server to restart")
 
-                with trio.fail_after(30):
+                with trio.fail_after(scaled(30)):
                     assert text_of(await host.wait_call_succeeds("mcp__web__echo", {"text": "again"})) == "again"
                 names = await host.tool_names()
                 assert _owned(names, "web") == ["mcp__web__add", "mcp__web__echo"]

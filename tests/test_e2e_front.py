@@ -16,12 +16,12 @@ from mcp import MCPError
 from mcp.client.client import ConnectMode
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from tests.e2e import HOST_MODES, called_tools, fixture_server, open_host, text_of, write_settings
+from tests.e2e import HOST_MODES, called_tools, fixture_server, open_host, scaled, text_of, write_settings
 from tests.fixtures.fixture_server import BUILTIN_TOOLS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("mode", HOST_MODES)]
 
-BOUND_SEC = 45
+BOUND_SEC = scaled(45)
 SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 
 
@@ -94,7 +94,7 @@ async def test_a_tool_added_at_run_time_reaches_the_host_with_a_change_notice(
             before = host.notices
             assert text_of(await host.call("mcp__a__add_tool", {"name": "fresh"})) == "added"
             # Handshake era: notifications/tools/list_changed; 2026 era: an event on the listen stream.
-            with trio.fail_after(5):
+            with trio.fail_after(scaled(5)):
                 await host.wait_notice(after=before)
             names = await host.wait_tools(lambda names: "mcp__a__fresh" in names)
             assert len(names) == len(set(names))

@@ -24,12 +24,12 @@ from mcp.client.client import ConnectMode
 from tests.e2e import (
     Host,
     fixture_server,
-    free_port,
     http_supervisor_table,
     open_host,
     open_http_host,
     open_http_sidecar,
     read_log,
+    scaled,
     text_of,
     write_settings,
 )
@@ -37,7 +37,7 @@ from tests.fidelity_host import ROOT_URI, Recorder, listening_for_updates
 
 pytestmark = pytest.mark.e2e
 
-BOUND_SEC = 60.0
+BOUND_SEC = scaled(60)
 HELLO = "fixture://static/hello"
 ERAS: list[Any] = [pytest.param("auto", id="host2026"), pytest.param("legacy", id="host2025")]
 UPSTREAMS: list[Any] = [pytest.param((), id="up2026"), pytest.param(("--legacy-only",), id="up2025")]
@@ -64,10 +64,9 @@ async def fidelity_host(
             _bind(recorder, host)
             yield host
         return
-    port = free_port()
-    config = write_settings(tmp_path, servers, supervisor=http_supervisor_table(port))
+    config = write_settings(tmp_path, servers, supervisor=http_supervisor_table())
     async with (
-        open_http_sidecar(config, port=port) as sidecar,
+        open_http_sidecar(config) as sidecar,
         open_http_host(sidecar.url, sidecar.token, mode, **options, **recorder.client_options(Host())) as host,
     ):
         _bind(recorder, host)

@@ -27,7 +27,6 @@ from mcp.client.client import ConnectMode
 from tests.e2e import (
     Host,
     fixture_server,
-    free_port,
     http_supervisor_table,
     open_host,
     open_http_fixture,
@@ -35,6 +34,7 @@ from tests.e2e import (
     open_http_sidecar,
     read_log,
     run_cli,
+    scaled,
     text_of,
     wait_until,
     write_settings,
@@ -43,7 +43,7 @@ from tests.fidelity_host import Recorder, listening_for_updates
 
 pytestmark = pytest.mark.e2e
 
-BOUND_SEC = 60.0
+BOUND_SEC = scaled(60)
 HELLO = "fixture://static/hello"
 ERAS: list[Any] = [pytest.param("auto", id="host2026"), pytest.param("legacy", id="host2025")]
 UPSTREAMS: list[Any] = [pytest.param((), id="up2026"), pytest.param(("--legacy-only",), id="up2025")]
@@ -69,15 +69,14 @@ async def test_sampling_and_progress_of_host_a_never_reach_host_b(tmp_path: Path
     alice, bob = Recorder(name="alice"), Recorder(name="bob")
     with trio.fail_after(BOUND_SEC):
         async with open_http_fixture("--fidelity", "--name", "fx", *upstream) as fixture:
-            port = free_port()
-            config = write_settings(tmp_path, {"fx": {"url": fixture.url}}, supervisor=http_supervisor_table(port))
-            await _two_hosts_call_at_once(config, port, alice, bob)
+            config = write_settings(tmp_path, {"fx": {"url": fixture.url}}, supervisor=http_supervisor_table())
+            await _two_hosts_call_at_once(config, alice, bob)
 
 
-async def _two_hosts_call_at_once(config: Path, port: int, alice: Recorder, bob: Recorder) -> None:
+async def _two_hosts_call_at_once(config: Path, alice: Recorder, bob: Recorder) -> None:
     """A handshake-era and a 2026-era host each sample and report progress through one sidecar, at once."""
     async with (
-        open_http_sidecar(config, port=port) as sidecar,
+        open_http_sidecar(config) as sidecar,
         open_http_host(sidecar.url, sidecar.token, "legacy", **alice.client_options(Host())) as a,
         open_http_host(sidecar.url, sidecar.token, "auto", **bob.client_options(Host())) as b,
     ):
@@ -157,10 +156,9 @@ async def test_host_cancellation_and_the_tool_timeout_cancel_the_upstream_reques
             async with open_host(write_settings(tmp_path, servers), mode) as host:
                 await _exercise_cancellation(host, log)
         else:
-            port = free_port()
-            config = write_settings(tmp_path, servers, supervisor=http_supervisor_table(port))
+            config = write_settings(tmp_path, servers, supervisor=http_supervisor_table())
             async with (
-                open_http_sidecar(config, port=port) as sidecar,
+                open_http_sidecar(config) as sidecar,
                 open_http_host(sidecar.url, sidecar.token, mode) as host,
             ):
                 await _exercise_cancellation(host, log)
@@ -168,7 +166,7 @@ async def test_host_cancellation_and_the_tool_timeout_cancel_the_upstream_reques
 
 async def _exercise_cancellation(host: Host, log: Path) -> None:
     await _ready(host)
-    with trio.move_on_after(1.0):  # the host gives up on its call
+    with trio.move_on_after(scaled(1.0)):  # the host gives up on its call
         await host.session.call_tool("mcp__fx__hang", {})
     await wait_until(lambda: len(_events(log, "call_ended")) == 1, what="the upstream call to be cancelled")
     timed_out = await host.session.call_tool("mcp__fx__hang", {})  # tool_timeout_sec = 2
@@ -197,10 +195,10 @@ async def test_subscriptions_survive_an_upstream_reconnect_with_no_update_lost_o
                 await wait_until(lambda: len(_events(log, "start")) == starts + 1, what="the restart")
                 await host.wait_call_succeeds("mcp__fx__echo", {"text": "back"})
                 # The new generation is subscribed again before the sidecar answers calls with it.
-                with trio.move_on_after(10):
+                with trio.move_on_after(scaled(10)):
                     while True:
                         await host.session.call_tool("mcp__fx__touch", {"uri": HELLO})
-                        with trio.move_on_after(0.5):
+                        with trio.move_on_after(scaled(0.5)):
                             await recorder.wait_for(lambda: len(recorder.updated) >= 2, what="the second update")
                             break
                 touches = len(_events(log, "touched"))
@@ -265,12 +263,11 @@ async def test_namespace_false_exposes_raw_names_and_a_legacy_pin_skips_discover
 
 @_HTTP_CLIENT_LEAKS_ASYNCGENS
 async def test_a_loopback_http_front_may_run_without_a_token_when_allowed(tmp_path: Path) -> None:
-    port = free_port()
-    table = http_supervisor_table(port, allow_unauthenticated_loopback=True)
+    table = http_supervisor_table(allow_unauthenticated_loopback=True)
     del table["front"]["token"]
     config = write_settings(tmp_path, {"fx": _fx(tmp_path / "fx.jsonl")}, supervisor=table)
     with trio.fail_after(BOUND_SEC):
-        async with open_http_sidecar(config, port=port) as sidecar, open_http_host(sidecar.url, "", "auto") as host:
+        async with open_http_sidecar(config) as sidecar, open_http_host(sidecar.url, "", "auto") as host:
             await _ready(host)
             assert text_of(await host.call("mcp__fx__echo", {"text": "open"})) == "open"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -27,9 +26,13 @@ from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from pydantic import ValidationError
 
+from tests.e2e import open_http_fixture, scaled
+
+pytestmark = pytest.mark.e2e
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_MODULE = "tests.fixtures.fixture_server"
-BOUND_SEC = 15
+BOUND_SEC = scaled(15)
 
 
 def fixture(*args: str, module: str = FIXTURE_MODULE) -> StdioServerParameters:
@@ -210,33 +213,11 @@ async def test_stdio_fixture_exits_cleanly_on_stdin_eof() -> None:
             await proc.wait()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @asynccontextmanager
 async def http_fixture(*args: str) -> AsyncIterator[str]:
-    port = free_port()
-    proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", FIXTURE_MODULE, "--http-port", str(port), *args], cwd=str(REPO_ROOT)
-    )
-    try:
-        while True:  # poll until the port accepts; bounded by the caller's fail_after
-            try:
-                stream = await trio.open_tcp_stream("127.0.0.1", port)
-            except OSError:
-                await trio.sleep(0.05)
-            else:
-                await stream.aclose()
-                break
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        with trio.CancelScope(shield=True):
-            await proc.wait()
+    """The fixture over HTTP on a port the OS picks (read from its ready line); killed and reaped on exit."""
+    async with open_http_fixture(*args) as served:
+        yield served.url
 
 
 # The SDK's handshake-era HTTP client drops its httpx2 SSE generators unclosed under trio

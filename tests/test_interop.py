@@ -27,7 +27,7 @@ import pytest
 import trio
 from mcp.client.client import ConnectMode
 
-from tests.e2e import HOST_MODES, REPO_ROOT, command_server, open_host, text_of, write_settings
+from tests.e2e import HOST_MODES, REPO_ROOT, command_server, open_host, scaled, text_of, write_settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("mode", HOST_MODES)]
 
@@ -36,10 +36,10 @@ INSTALL_HINT: Final = "run tests/interop/install.sh (.ci/run does)"
 EVERYTHING_JS: Final = INTEROP_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 TIME_BIN: Final = INTEROP_DIR / ".venv-time/bin/mcp-server-time"
 
-BOUND_SEC: Final = 30
-"""Per test; a run takes ~3 s, most of it node's and the time server's startup."""
-CATALOG_BOUND_SEC: Final = 25
-NODE_STARTUP_TIMEOUT_SEC: Final = 30
+BOUND_SEC: Final = scaled(60)
+"""Per test; a run takes ~3 s, most of it node's and the time server's startup (far slower under load)."""
+CATALOG_BOUND_SEC: Final = scaled(45)
+NODE_STARTUP_TIMEOUT_SEC: Final = scaled(30)
 
 EVERYTHING_PREFIX: Final = "mcp__everything__"
 EVERYTHING_TOOLS: Final = frozenset(

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e import fixture_server, open_host, text_of, write_settings
+from tests.e2e import fixture_server, open_host, scaled, text_of, write_settings
 
 pytestmark = pytest.mark.e2e
 
-BOUND_SEC = 90.0
+BOUND_SEC = scaled(90)
 
 
 async def test_a_listing_over_max_tools_is_refused_naming_the_server_and_the_count(tmp_path: Path) -> None:

@@ -22,10 +22,11 @@ from supervisor.registry import Kind
 from supervisor.root import Supervisor
 from supervisor.seams import UpstreamSession
 from supervisor.settings import ReconnectSettings, ServerSettings, Settings
-from tests.e2e import command_server, fixture_server, open_host, write_settings
+from tests.e2e import command_server, fixture_server, open_host, scaled, write_settings
 from tests.fakes import FakeServer, tool
 
 BOUND_SEC = 60.0
+"""Virtual seconds for the in-process tests; the end-to-end one scales it (``tests.e2e.scaled``)."""
 
 
 def _server(name: str, command: str = "x", **changes: Any) -> ServerSettings:
@@ -141,10 +142,11 @@ async def test_a_reload_withdraws_removed_and_disabled_servers_and_starts_new_on
             assert fakes["a"].session is None and fakes["b"].session is None, "stopped servers are disconnected"
 
 
+@pytest.mark.e2e
 async def test_sighup_reloads_the_settings_file_and_the_host_sees_the_revived_server(tmp_path: Path) -> None:
     broken = command_server(["/bin/sh", "-c", "exit 1"], reconnect={"max_attempts": 2})
     config = write_settings(tmp_path, {"a": broken, "b": fixture_server("--tools", "echo")})
-    with trio.fail_after(BOUND_SEC):
+    with trio.fail_after(scaled(BOUND_SEC)):
         async with open_host(config) as host:
             await host.wait_tools(lambda names: "mcp__b__echo" in names)
             write_settings(tmp_path, {"a": fixture_server("--tools", "add"), "b": fixture_server("--tools", "echo")})

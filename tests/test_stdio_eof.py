@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e import REPO_ROOT, fixture_server, sidecar_argv, sidecar_env, write_settings
+from tests.e2e import REPO_ROOT, fixture_server, scaled, sidecar_argv, sidecar_env, write_settings
 
 pytestmark = pytest.mark.e2e
 
-BOUND_SEC = 60.0
+BOUND_SEC = scaled(60)
 FRAMES = [
     {
         "jsonrpc": "2.0",
