@@ -18,6 +18,8 @@ import trio
 
 from tests.e2e import REPO_ROOT, sidecar_env
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BOUND_SEC = 30
 HEAVY = ("mcp", "mcp_types", "trio", "anyio", "httpx", "pydantic", "pydantic_settings", "hypercorn")
 # Runs main(argv) in-process, then prints which HEAVY packages got imported, as the last stdout line.

@@ -25,6 +25,8 @@ from supervisor._proc import (
 )
 from tests.e2e import pid_alive
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BOUND_SEC = 15.0
 
 # Spawns a grandchild that inherits (and so holds) the leader's pipes, prints its pid, exits on stdin EOF.

@@ -27,6 +27,7 @@ def _server(code: str) -> ServerSettings:
     return ServerSettings(name="fx", command=sys.executable, args=["-c", code], env={MARK_ENV: os.environ[MARK_ENV]})
 
 
+@pytest.mark.e2e
 async def test_non_json_lines_are_dropped_and_the_next_message_arrives_even_with_crlf_endings() -> None:
     code = (
         "import sys\n"
@@ -44,6 +45,7 @@ async def test_non_json_lines_are_dropped_and_the_next_message_arrives_even_with
             assert not health.lost.is_set()
 
 
+@pytest.mark.e2e
 async def test_a_stdout_line_growing_past_the_cap_loses_the_transport_before_the_line_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
