@@ -5,27 +5,30 @@ installed by ``tests/interop/install.sh``) exercises every MCP feature. Two
 scenarios run per host era (``auto`` → 2026-07-28, ``legacy`` → the 2025-11-25
 handshake) and per front (stdio, streamable HTTP):
 
-* ``…catalog…``: tools, prompts, resources and templates as listed, prompts/get,
-  resources/read and completion/complete answers, each compared with what a
-  direct ``mcp.Client`` of the same era gets from its own server-everything
-  process (names under ``mcp__everything__``, everything else equal), then a
+* ``…look_as_they_do_directly``: tools, prompts, resources and templates as
+  listed, tool results, prompts/get, resources/read and completion/complete
+  answers, each compared with what a direct ``mcp.Client`` of the same era gets
+  from its own server-everything process (names under ``mcp__everything__``,
+  everything else equal but for what the host's era cannot carry), then a
   resource the server adds at run time (``gzip-file-as-resource``): its
   ``resources/list_changed`` reaches the host, which lists and reads it.
-* ``…interactions…``: roots (``get-roots-list``), progress
+* ``…reach_the_host``: roots (``get-roots-list``), progress
   (``trigger-long-running-operation``, in order on the host's wire before the
-  result), sampling, form and URL elicitation (both the request path and the
-  -32042 error path), logging (``toggle-simulated-logging``, logger named after
-  the server) and resource subscriptions (``toggle-subscriber-updates``).
+  result; the ``wire`` fixture records what the host's transport receives),
+  sampling, form and URL elicitation (both the request path and the -32042
+  error path), logging (``toggle-simulated-logging``, logger named after the
+  server; a handshake-era host's ``logging/setLevel`` honoured) and resource
+  subscriptions (``toggle-subscriber-updates``).
 
 One more test puts two hosts of different eras on one HTTP front: each gets
 updates for its own subscribed URI only, and its own answers to sampling.
 
-Timing facts about the server that the assertions rely on: conditional tools
-(roots, sampling, elicitation) are registered on ``initialized`` and announced
-with ``tools/list_changed``; 350 ms after ``initialized`` it asks for roots on its
-own (a request that no host call may be in flight for; the sidecar then refuses
-it, and the server asks again inside ``get-roots-list``, which every
-interactions scenario calls first). Logging and resource updates send one
+Facts about the server that the assertions rely on: conditional tools (roots,
+sampling, elicitation) are registered on ``initialized`` and announced with
+``tools/list_changed``. 350 ms after ``initialized`` it asks for roots on its
+own; if no host call is in flight then, the sidecar cannot attribute the request
+and refuses it, and the server asks again inside ``get-roots-list``, which every
+``…reach_the_host`` scenario calls first. Logging and resource updates send one
 message at once, then one every 5 s (the tests never wait for the second).
 
 Every test is bounded by ``trio.fail_after``; no test sleeps for ordering.
@@ -264,9 +267,7 @@ async def everything_host(
 async def _ready(host: Host) -> None:
     await host.wait_tools(lambda names: CONDITIONAL_TOOL in names, bound_sec=CATALOG_BOUND_SEC)
     if not host.modern:
-        await host.session.session.send_request(
-            types.SetLevelRequest(params=types.SetLevelRequestParams(level="debug")), types.EmptyResult
-        )
+        await _set_level(host, "debug")
 
 
 @asynccontextmanager
@@ -287,6 +288,22 @@ async def direct_client(mode: ConnectMode, recorder: Recorder) -> AsyncIterator[
                     break
                 await watcher.wait_notice(after=seen)
         yield client
+
+
+async def _set_level(host: Host, level: types.LoggingLevel) -> None:
+    """``logging/setLevel`` (handshake era; the Client wrapper is deprecated, so it is sent raw)."""
+    await host.session.session.send_request(
+        types.SetLevelRequest(params=types.SetLevelRequestParams(level=level)), types.EmptyResult
+    )
+
+
+def _acknowledged(message: types.LoggingMessageNotificationParams, uri: str) -> bool:
+    """Whether ``message`` is the server's info-level log of a ``resources/subscribe`` to ``uri`` (stdio session)."""
+    return (message.level, message.logger, message.data) == (
+        "info",
+        SERVER,
+        f"Received Subscribe Resource request for URI: {uri} ",
+    )
 
 
 async def _subscribe(host: Host, uri: str) -> None:
@@ -546,19 +563,21 @@ async def test_server_everything_roots_progress_sampling_elicitation_logging_and
             stopped = await host.call(f"{PREFIX}toggle-simulated-logging")
             assert text_of(stopped).startswith("Stopped simulated logging")
 
-            # subscriptions: updates for the subscribed URI only (the other one was given up again)
+            # subscriptions: updates for the subscribed URI only (the other one was given up again);
+            # a handshake-era host also sees the server acknowledge each subscription in an info-level log,
+            # except while it has set its level above info
             async with listening_for_updates(host, [SUBSCRIBED]) if host.modern else _nothing():
                 if not host.modern:
-                    await _subscribe(host, SUBSCRIBED)
+                    await _set_level(host, "warning")
                     await _subscribe(host, OTHER)
+                    await _set_level(host, "debug")
+                    await _subscribe(host, SUBSCRIBED)
                     await _unsubscribe(host, OTHER)
                     await recorder.wait_for(
-                        lambda: (
-                            f"Received Subscribe Resource request for URI: {SUBSCRIBED} "
-                            in [m.data for m in recorder.logs if m.logger == SERVER]
-                        ),
+                        lambda: any(_acknowledged(m, SUBSCRIBED) for m in recorder.logs),
                         what="the server's log about the subscription",
                     )
+                    assert [m for m in recorder.logs if _acknowledged(m, OTHER)] == []
                 started = await host.call(f"{PREFIX}toggle-subscriber-updates")
                 assert text_of(started).startswith("Started simulated resource updated notifications")
                 await recorder.wait_for(lambda: len(recorder.updated) >= 1, what="resources/updated")
