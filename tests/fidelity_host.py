@@ -35,11 +35,13 @@ class Recorder:
     with_sampling: bool = True
     samples: list[str] = field(default_factory=list)
     elicitations: list[str] = field(default_factory=list)
+    elicit_params: list[types.ElicitRequestParams] = field(default_factory=list)
     roots_asked: int = 0
     logs: list[types.LoggingMessageNotificationParams] = field(default_factory=list)
     progress: list[tuple[float, float | None, str | None]] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     prompt_notices: int = 0
+    resource_notices: int = 0
     elicitations_completed: list[str] = field(default_factory=list)
     changed: trio.Event = field(default_factory=trio.Event)
 
@@ -59,6 +61,7 @@ class Recorder:
 
     async def elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.elicitations.append(params.mode or "form")
+        self.elicit_params.append(params)
         self._note()
         if isinstance(params, types.ElicitRequestURLParams):
             return types.ElicitResult(action="accept")
@@ -88,6 +91,9 @@ class Recorder:
                 case types.PromptListChangedNotification():
                     self.prompt_notices += 1
                     self._note()
+                case types.ResourceListChangedNotification():
+                    self.resource_notices += 1
+                    self._note()
                 case types.ElicitCompleteNotification(params=params):
                     self.elicitations_completed.append(params.elicitation_id)
                     self._note()
@@ -116,12 +122,16 @@ class Recorder:
 
 
 @asynccontextmanager
-async def listening_for_updates(host: Host, uris: list[str], *, prompts: bool = False) -> AsyncIterator[None]:
-    """A 2026-era host subscribes to resources (and prompt changes) by holding a listen stream."""
+async def listening_for_updates(
+    host: Host, uris: list[str], *, prompts: bool = False, resources: bool = False
+) -> AsyncIterator[None]:
+    """A 2026-era host subscribes to resources (and prompt or resource-list changes) by holding a listen stream."""
 
     async def hold(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
-            async with host.session.listen(resource_subscriptions=uris, prompts_list_changed=prompts) as subscription:
+            async with host.session.listen(
+                resource_subscriptions=uris, prompts_list_changed=prompts, resources_list_changed=resources
+            ) as subscription:
                 task_status.started()
                 # The client tees every listen event to the message handler too; that is where it is recorded.
                 async for _event in subscription:
