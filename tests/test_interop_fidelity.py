@@ -63,11 +63,11 @@ from tests.e2e import (
     REPO_ROOT,
     Host,
     command_server,
-    free_port,
     http_supervisor_table,
     open_host,
     open_http_host,
     open_http_sidecar,
+    scaled,
     text_of,
     write_settings,
 )
@@ -76,9 +76,9 @@ from tests.test_interop import EVERYTHING_JS, INTEROP_DIR, NODE_STARTUP_TIMEOUT_
 
 pytestmark = pytest.mark.e2e
 
-BOUND_SEC: Final = 45.0
+BOUND_SEC: Final = scaled(45)
 """Per test; a scenario takes 3-5 s, most of it node's startup (twice with the direct baseline)."""
-CATALOG_BOUND_SEC: Final = 25.0
+CATALOG_BOUND_SEC: Final = scaled(25)
 SERVER: Final = "everything"
 PREFIX: Final = f"mcp__{SERVER}__"
 TEXT_TEMPLATE: Final = "demo://resource/dynamic/text/{resourceId}"
@@ -253,10 +253,9 @@ async def everything_host(
         assert host.bad_frames == []
         assert host.exit_code == 0
         return
-    port = free_port()
-    config = write_settings(tmp_path, servers, supervisor=http_supervisor_table(port))
+    config = write_settings(tmp_path, servers, supervisor=http_supervisor_table())
     async with (
-        open_http_sidecar(config, port=port) as sidecar,
+        open_http_sidecar(config) as sidecar,
         open_http_host(sidecar.url, sidecar.token, mode, **options) as host,
     ):
         await _ready(host)
@@ -592,11 +591,10 @@ async def test_two_hosts_on_one_http_front_get_only_their_own_updates_and_answer
 ) -> None:
     """A 2026-era host listens to one URI, a handshake-era host subscribes to another, on one sidecar."""
     alice, bob = Recorder(name="alice"), Recorder(name="bob")
-    port = free_port()
-    config = write_settings(tmp_path, {SERVER: everything_server}, supervisor=http_supervisor_table(port))
+    config = write_settings(tmp_path, {SERVER: everything_server}, supervisor=http_supervisor_table())
     with trio.fail_after(BOUND_SEC):
         async with (
-            open_http_sidecar(config, port=port) as sidecar,
+            open_http_sidecar(config) as sidecar,
             open_http_host(sidecar.url, sidecar.token, "auto", **alice.client_options(Host())) as a,
             open_http_host(sidecar.url, sidecar.token, "legacy", **bob.client_options(Host())) as b,
         ):
