@@ -24,7 +24,6 @@ at most ``HOST_CLOSE_GRACE_SEC``.
 from __future__ import annotations
 
 import logging
-from types import TracebackType
 from typing import Any, Final
 
 import anyio
@@ -34,6 +33,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.shared.message import SessionMessage
 
 from supervisor._stdio_wire import WriteStream, open_stdio_wire
+from supervisor._streams import ReadStreamView
 from supervisor.front import Front
 
 logger = logging.getLogger(__name__)
@@ -78,18 +78,17 @@ class _Unanswered:
         await self._idle.wait()
 
 
-class _TrackedReader:
+class _TrackedReader(ReadStreamView):
     """The wire's read stream, counting requests in; at EOF it first waits (bounded) for their answers."""
 
-    def __init__(self, inner: MemoryObjectReceiveStream[SessionMessage | Exception], unanswered: _Unanswered,
-                 grace_sec: float) -> None:  # fmt: skip
-        self._inner = inner
+    def __init__(self, inner: Any, unanswered: _Unanswered, grace_sec: float) -> None:
+        super().__init__(inner)
         self._unanswered = unanswered
         self._grace_sec = grace_sec
 
     async def receive(self) -> SessionMessage | Exception:
         try:
-            item = await self._inner.receive()
+            item = await super().receive()
         except anyio.EndOfStream:
             with trio.move_on_after(self._grace_sec) as scope:
                 await self._unanswered.wait_idle()
@@ -98,29 +97,6 @@ class _TrackedReader:
             raise
         self._unanswered.saw(item)
         return item
-
-    def __aiter__(self) -> _TrackedReader:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _TrackedReader:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class StdioHostLink:

@@ -59,6 +59,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from supervisor._compat import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, TransportStreams, run_input_required_driver
+from supervisor._streams import ReadStreamView
 from supervisor._version import __version__
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
 from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call
@@ -459,24 +460,19 @@ def _refuse_oversized_listing(item: SessionMessage, limit: int) -> SessionMessag
     return item
 
 
-class _TappedReadStream:
+class _TappedReadStream(ReadStreamView):
     """A transport's read stream that shows every notification to ``tap`` first, in wire order.
 
     It also refuses oversized listings (``_refuse_oversized_listing``) before they are validated.
     """
 
     def __init__(self, inner: Any, tap: Tap, max_listing: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._tap = tap
         self._max_listing = max_listing
 
-    @property
-    def last_context(self) -> contextvars.Context | None:
-        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
-        return context
-
     async def receive(self) -> SessionMessage | Exception:
-        item: SessionMessage | Exception = await self._inner.receive()
+        item = await super().receive()
         if isinstance(item, SessionMessage):
             if isinstance(item.message, types.JSONRPCNotification):
                 try:
@@ -486,27 +482,6 @@ class _TappedReadStream:
             else:
                 item = _refuse_oversized_listing(item, self._max_listing)
         return item
-
-    def __aiter__(self) -> _TappedReadStream:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _TappedReadStream:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 @asynccontextmanager

@@ -20,39 +20,29 @@ purpose: the ServerActor bounds connect, list and call.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any
 
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from supervisor._compat import TransportStreams, create_mcp_http_client
+from supervisor._streams import ReadStreamView
 from supervisor.settings import ServerSettings
 from supervisor.upstream_stdio import TransportHealth
 
 
-class _WatchedReadStream:
-    """A read stream that reports transport failures to ``health`` and otherwise delegates.
-
-    ``last_context`` is read by the SDK's dispatcher (duck-typed) to run each
-    message's handlers in the sender's context; it is delegated unchanged.
-    """
+class _WatchedReadStream(ReadStreamView):
+    """A read stream that reports transport failures to ``health`` (``last_context`` passes through)."""
 
     def __init__(self, inner: Any, health: TransportHealth) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._health = health
-
-    @property
-    def last_context(self) -> contextvars.Context | None:
-        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
-        return context
 
     async def receive(self) -> SessionMessage | Exception:
         try:
-            item: SessionMessage | Exception = await self._inner.receive()
+            item = await super().receive()
         except Exception:
             self._health.mark_lost("HTTP stream ended")
             raise
@@ -60,29 +50,11 @@ class _WatchedReadStream:
             self._health.mark_lost(f"HTTP transport error: {item}")
         return item
 
-    def __aiter__(self) -> _WatchedReadStream:
-        return self
-
     async def __anext__(self) -> SessionMessage | Exception:
         try:
             return await self.receive()
-        except Exception as exc:
-            # EndOfStream / ClosedResourceError: the stream is over.
+        except Exception as exc:  # whatever ended the stream (EOF, a closed or broken stream), it is over
             raise StopAsyncIteration from exc
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedReadStream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 @asynccontextmanager

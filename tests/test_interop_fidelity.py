@@ -46,7 +46,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
-import anyio
 import mcp_types as types
 import pytest
 import trio
@@ -58,6 +57,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import URL_ELICITATION_REQUIRED
 from pydantic import BaseModel
 
+from supervisor._streams import ReadStreamView
 from tests import e2e
 from tests.e2e import (
     REPO_ROOT,
@@ -143,43 +143,18 @@ def everything_server() -> dict[str, object]:
 # -- the host's wire ---------------------------------------------------------------------
 
 
-class _RecordingReader:
+class _RecordingReader(ReadStreamView):
     """A transport's read stream that appends every JSON-RPC message to ``wire`` as the host receives it."""
 
     def __init__(self, inner: Any, wire: list[types.JSONRPCMessage]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._wire = wire
 
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)  # read by the SDK's dispatcher (duck-typed)
-
     async def receive(self) -> SessionMessage | Exception:
-        item: SessionMessage | Exception = await self._inner.receive()
+        item = await super().receive()
         if isinstance(item, SessionMessage):
             self._wire.append(item.message)
         return item
-
-    def __aiter__(self) -> _RecordingReader:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _RecordingReader:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 def _recording(
