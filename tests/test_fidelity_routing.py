@@ -288,3 +288,24 @@ async def test_the_sidecars_own_warnings_about_a_server_reach_hosts_that_set_a_l
             own = [m for m in recorder.logs if m.logger == "mcp-supervisor"]
             assert own[0].level == "warning"
             assert "server=fx generation=1 ended" in str(own[0].data)
+
+
+@_HTTP_CLIENT_LEAKS_ASYNCGENS
+async def test_sidecar_shutdown_cancels_the_upstream_request_after_the_grace(tmp_path: Path) -> None:
+    log = tmp_path / "fx.jsonl"
+    config = write_settings(tmp_path, {"fx": _fx(log)}, supervisor=http_supervisor_table(grace_sec=1))
+    with trio.fail_after(BOUND_SEC):
+        async with (
+            open_http_sidecar(config) as sidecar,
+            open_http_host(sidecar.url, sidecar.token, "legacy", server_may_be_gone=True) as host,
+        ):
+            await _ready(host)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(host.session.call_tool, "mcp__fx__hang", {})
+                await wait_until(lambda: "hang" in [e.get("tool") for e in _events(log, "request")], what="hang")
+                sidecar.terminate()
+                await sidecar.stop()
+                nursery.cancel_scope.cancel()
+        # Checked out here: the host's block may end early once the sidecar closes its session.
+        assert sidecar.exit_code == 0
+        assert len(_events(log, "call_ended")) == 1, "the upstream request was cancelled, not left hanging"
