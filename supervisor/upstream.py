@@ -46,28 +46,26 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-import anyio
-import httpx2
 import mcp_types as types
 import trio
 from mcp import Client, MCPError
 from mcp.client.caching import CacheConfig, CacheMode
 from mcp.client.session import ClientRequestContext, IncomingMessage
-from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, LOG_LEVEL_META_KEY, METHOD_NOT_FOUND
+from mcp_types import LOG_LEVEL_META_KEY, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from supervisor._compat import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, TransportStreams, run_input_required_driver
-from supervisor._streams import ReadStreamView
 from supervisor._version import __version__
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
 from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call
 from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
+from supervisor.upstream_errors import ErrorTranslator, connect_error, split_teardown_errors
 from supervisor.upstream_http import open_http_transport
 from supervisor.upstream_listen import ListenFilter, ListenTarget, serve_listen
 from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
+from supervisor.upstream_tap import tapped
 
 logger = logging.getLogger(__name__)
 
@@ -416,8 +414,8 @@ class Upstream:
                 )
             self._subscribed -= {uri}
 
-    def _translate_errors(self, what: str, *, passthrough_server_errors: bool = False) -> _ErrorTranslator:
-        return _ErrorTranslator(self._settings.name, what, self.health, passthrough_server_errors)
+    def _translate_errors(self, what: str, *, passthrough_server_errors: bool = False) -> ErrorTranslator:
+        return ErrorTranslator(self._settings.name, what, self.health, passthrough_server_errors)
 
 
 _LIST_METHODS: Final[dict[Kind, str]] = {
@@ -431,66 +429,6 @@ _LIST_METHODS: Final[dict[Kind, str]] = {
 def _named_for(server: str, log: types.LoggingMessageNotificationParams) -> types.LoggingMessageNotificationParams:
     """The host sees ``logger = <server>`` (``<server>.<logger>`` when the upstream named one)."""
     return log.model_copy(update={"logger": f"{server}.{log.logger}" if log.logger else server})
-
-
-Tap = Callable[[types.JSONRPCNotification, contextvars.Context | None], None]
-
-
-_LISTING_KEYS: Final = ("tools", "prompts", "resources", "resourceTemplates")
-
-
-def _refuse_oversized_listing(item: SessionMessage, limit: int) -> SessionMessage:
-    """Turn a listing of more than ``limit`` entries into an error before the SDK validates it (I15).
-
-    Validating 100,000 tool models takes seconds of CPU in one go; counting a
-    list does not. The sync then fails with the count, and the previous
-    generation stays (I2).
-    """
-    message = item.message
-    if not isinstance(message, types.JSONRPCResponse) or not isinstance(message.result, dict):
-        return item
-    for key in _LISTING_KEYS:
-        listing = message.result.get(key)
-        if isinstance(listing, list) and len(listing) > limit:
-            error = types.ErrorData(
-                code=types.INTERNAL_ERROR,
-                message=f"a listing page of {len(listing)} {key} exceeds max_tools = {limit}",
-            )
-            return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
-    return item
-
-
-class _TappedReadStream(ReadStreamView):
-    """A transport's read stream that shows every notification to ``tap`` first, in wire order.
-
-    It also refuses oversized listings (``_refuse_oversized_listing``) before they are validated.
-    """
-
-    def __init__(self, inner: Any, tap: Tap, max_listing: int) -> None:
-        super().__init__(inner)
-        self._tap = tap
-        self._max_listing = max_listing
-
-    async def receive(self) -> SessionMessage | Exception:
-        item = await super().receive()
-        if isinstance(item, SessionMessage):
-            if isinstance(item.message, types.JSONRPCNotification):
-                try:
-                    self._tap(item.message, self.last_context)
-                except Exception:  # the tap must never cost the connection
-                    logger.exception("notification tap failed")
-            else:
-                item = _refuse_oversized_listing(item, self._max_listing)
-        return item
-
-
-@asynccontextmanager
-async def _tapped(
-    transport: AbstractAsyncContextManager[TransportStreams], tap: Tap, max_listing: int
-) -> AsyncIterator[TransportStreams]:
-    async with transport as (read_stream, write_stream):
-        tapped: Any = _TappedReadStream(read_stream, tap, max_listing)
-        yield tapped, write_stream
 
 
 def _strip_server_stamp(result: Any) -> Any:
@@ -507,38 +445,6 @@ def _no_host(method: str) -> types.ErrorData:
         code=types.INVALID_REQUEST,
         message=f"mcp-supervisor has no host to forward {method} to (one-shot command)",
     )
-
-
-class _ErrorTranslator:
-    """Context manager mapping SDK/transport failures of one request to ``UpstreamError``."""
-
-    def __init__(self, server: str, what: str, health: TransportHealth, passthrough: bool) -> None:
-        self._server = server
-        self._what = what
-        self._health = health
-        self._passthrough = passthrough
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None or not isinstance(exc, Exception):
-            return
-        server, what = self._server, self._what
-        if isinstance(exc, MCPError):
-            if exc.code == CONNECTION_CLOSED:
-                self._health.mark_lost("connection closed")
-                raise UpstreamUnavailable(server, f"server {server!r}: connection lost during {what}") from exc
-            if self._passthrough:
-                return
-            raise UpstreamProtocolError(server, f"server {server!r}: {what} failed: {exc.error.message}") from exc
-        if isinstance(exc, ValidationError):
-            raise UpstreamProtocolError(
-                server, f"server {server!r}: {what} returned an invalid result ({exc.error_count()} errors)"
-            ) from exc
-        if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | httpx2.TransportError | OSError):
-            self._health.mark_lost(f"{type(exc).__name__}: {exc}")
-            raise UpstreamUnavailable(server, f"server {server!r}: transport failed during {what}: {exc}") from exc
 
 
 def _open_transport(settings: ServerSettings, health: TransportHealth) -> AbstractAsyncContextManager[TransportStreams]:
@@ -621,7 +527,7 @@ async def open_upstream(
 
     upstream_ref: list[Upstream] = []
     client = Client(
-        _tapped(_open_transport(settings, health), tap, settings.max_tools),
+        tapped(_open_transport(settings, health), tap, settings.max_tools),
         mode=settings.protocol,
         message_handler=on_message,
         client_info=CLIENT_INFO,
@@ -640,7 +546,7 @@ async def open_upstream(
     try:
         await stack.enter_async_context(client)
     except Exception as exc:
-        raise _connect_error(name, health, exc) from exc
+        raise connect_error(name, health, exc) from exc
     upstream = Upstream(settings, client, health, host)
     upstream_ref.append(upstream)
     body_failed = False
@@ -660,7 +566,7 @@ async def open_upstream(
                 raise
             nursery.cancel_scope.cancel()
     except BaseException as raised:
-        teardown, rest = _split_teardown_errors(raised)
+        teardown, rest = split_teardown_errors(raised)
         if teardown is None:
             raise
         logger.debug("server=%s client teardown raised %r", name, teardown)
@@ -670,26 +576,3 @@ async def open_upstream(
         if body_failed:
             # The transport's failure interrupted the generation: report it as such.
             raise UpstreamUnavailable(name, f"server {name!r}: transport failed: {first_leaf(teardown)}") from teardown
-
-
-_TEARDOWN_ERRORS: Final = (httpx2.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
-
-
-def _split_teardown_errors(raised: BaseException) -> tuple[BaseException | None, BaseException | None]:
-    """Split what leaving the client raised into (transport failures, everything else)."""
-    if isinstance(raised, BaseExceptionGroup):
-        return raised.split(_TEARDOWN_ERRORS)
-    if isinstance(raised, _TEARDOWN_ERRORS):
-        return raised, None
-    return None, raised
-
-
-def _connect_error(name: str, health: TransportHealth, exc: Exception) -> UpstreamUnavailable | UpstreamProtocolError:
-    """Translate whatever ``Client.__aenter__`` raised (often nested groups) into one error."""
-    leaf = first_leaf(exc)
-    if isinstance(leaf, MCPError) and leaf.code != CONNECTION_CLOSED:
-        return UpstreamProtocolError(name, f"server {name!r}: handshake failed: {leaf.error.message}")
-    if isinstance(leaf, FileNotFoundError | PermissionError | NotADirectoryError):
-        return UpstreamUnavailable(name, f"server {name!r} could not be started: {leaf}")
-    reason = health.reason or f"{type(leaf).__name__}: {leaf}"
-    return UpstreamUnavailable(name, f"server {name!r} failed during the handshake: {reason}")
