@@ -38,13 +38,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 import trio
 from mcp.server import ServerRequestContext
 from mcp_types import LOG_LEVEL_META_KEY, LoggingLevel
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+if TYPE_CHECKING:
+    from supervisor.exchanges import Exchange
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +88,7 @@ class HostCall:
     ctx: ServerRequestContext[Any]
     server: str
     connection_log_level: LoggingLevel | None = None
-    exchange: Any = None
+    exchange: Exchange | None = None
     notices: CallNotices | None = field(default=None, repr=False)
 
     @property

@@ -10,8 +10,11 @@ What crosses, per direction (DESIGN I13):
   resources, templates); tools and prompts go through the shared response
   cache (I4), resource lists always ``bypass`` it (I9).
 * **Requests for a host call** (``call_tool``, ``get_prompt``,
-  ``read_resource``, ``complete``) carry the host's progress wish (a per-call
-  progress callback) and, to a 2026-era server, its log level in ``_meta``.
+  ``read_resource``, ``complete``) carry the host's progress wish (a progress
+  token of ours) and, to a 2026-era server, its log level in ``_meta``. The
+  call's progress and request-scoped log notices reach it through the
+  transport tap (``upstream_tap``) in wire order, into its ``CallNotices``,
+  which it forwards to its host before returning the result.
   A 2026-era server's ``InputRequiredResult`` is passed through to a 2026-era
   host unchanged (it runs the round and retries with the same
   ``requestState``), and driven for a handshake-era host with its own
@@ -20,18 +23,14 @@ What crosses, per direction (DESIGN I13):
   roots) go to ``HostSide.ask_host``, which attributes them (``host_calls``).
 * **Notices.** Change notices differ by era (DESIGN §7): handshake-era servers
   send them to ``message_handler``; 2026-era servers deliver them only on an
-  open ``subscriptions/listen`` stream, which ``_serve_listen`` holds for the
-  generation (re-opened when the set of subscribed resource URIs changes).
+  open ``subscriptions/listen`` stream, which ``upstream_listen.serve_listen``
+  holds for the generation (re-opened when the subscribed resource URIs change).
   ``on_list_changed(kind)`` must not block. Log messages, resource updates and
   URL-elicitation completions go to the ``HostSide``.
 
-A 2026-era server that never acknowledges ``subscriptions/listen`` (some answer
-with chunked JSON instead of a stream) is given ``LISTEN_ACK_BOUND_SEC``; then
-the generation carries on without change notices (``change_notices`` False,
-so the actor re-lists on reconnect instead of reusing).
-
 Nursery: ``open_upstream`` owns one nursery for the listen task and the
-transport's own pumps; it is closed when the generation ends. Waits here are
+transport's own pumps; it is closed when the generation ends. Each host call
+owns a short-lived nursery for its ``CallNotices`` pump. Waits here are
 unbounded on purpose: the ServerActor bounds connect/list with
 ``startup_timeout_sec`` and requests with ``tool_timeout_sec``.
 """
@@ -71,8 +70,6 @@ logger = logging.getLogger(__name__)
 
 MAX_LIST_PAGES: Final = 1000
 """A paginator that never ends cannot hang a sync."""
-LISTEN_ACK_BOUND_SEC: Final = 5.0
-"""How long a 2026-era server may take to acknowledge ``subscriptions/listen`` before we go without notices."""
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
 CLIENT_INFO: Final = types.Implementation(name="mcp-supervisor", version=__version__)

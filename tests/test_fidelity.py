@@ -33,21 +33,19 @@ from tests.e2e import (
     text_of,
     write_settings,
 )
-from tests.fidelity_host import ROOT_URI, Recorder, listening_for_updates
+from tests.fidelity_host import (
+    FRONTS,
+    HOST_ERAS,
+    ROOT_URI,
+    UPSTREAM_ERAS,
+    Recorder,
+    listening_for_updates,
+)
 
 pytestmark = pytest.mark.e2e
 
 BOUND_SEC = scaled(60)
 HELLO = "fixture://static/hello"
-ERAS: list[Any] = [pytest.param("auto", id="host2026"), pytest.param("legacy", id="host2025")]
-UPSTREAMS: list[Any] = [pytest.param((), id="up2026"), pytest.param(("--legacy-only",), id="up2025")]
-# The SDK's HTTP client drops its httpx2 SSE generators unclosed under trio at teardown (a client-side
-# ResourceWarning in this test process, not a sidecar fault; see tests/test_http_front.py).
-_HTTP_CLIENT_LEAKS_ASYNCGENS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-FRONTS: list[Any] = [
-    pytest.param("stdio", id="stdio"),
-    pytest.param("http", id="http", marks=_HTTP_CLIENT_LEAKS_ASYNCGENS),
-]
 
 
 @asynccontextmanager
@@ -91,8 +89,8 @@ async def subscribe(host: Host, uri: str) -> None:
 
 
 @pytest.mark.parametrize("front", FRONTS)
-@pytest.mark.parametrize("upstream", UPSTREAMS)
-@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
+@pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_everything_crosses_the_sidecar_in_every_era_combination_and_front(
     tmp_path: Path, mode: ConnectMode, upstream: tuple[str, ...], front: str
 ) -> None:

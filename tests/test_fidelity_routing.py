@@ -39,15 +39,18 @@ from tests.e2e import (
     wait_until,
     write_settings,
 )
-from tests.fidelity_host import Recorder, listening_for_updates
+from tests.fidelity_host import (
+    HOST_ERAS,
+    HTTP_CLIENT_LEAKS_ASYNCGENS,
+    UPSTREAM_ERAS,
+    Recorder,
+    listening_for_updates,
+)
 
 pytestmark = pytest.mark.e2e
 
 BOUND_SEC = scaled(60)
 HELLO = "fixture://static/hello"
-ERAS: list[Any] = [pytest.param("auto", id="host2026"), pytest.param("legacy", id="host2025")]
-UPSTREAMS: list[Any] = [pytest.param((), id="up2026"), pytest.param(("--legacy-only",), id="up2025")]
-_HTTP_CLIENT_LEAKS_ASYNCGENS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
 def _fx(log: Path, *args: str, **table: Any) -> dict[str, Any]:
@@ -62,8 +65,8 @@ async def _ready(host: Host) -> None:
     await host.wait_tools(lambda names: "mcp__fx__echo" in names)
 
 
-@_HTTP_CLIENT_LEAKS_ASYNCGENS
-@pytest.mark.parametrize("upstream", UPSTREAMS)
+@HTTP_CLIENT_LEAKS_ASYNCGENS
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
 async def test_sampling_and_progress_of_host_a_never_reach_host_b(tmp_path: Path, upstream: tuple[str, ...]) -> None:
     """Concurrent calls of two hosts, over an HTTP upstream (each call's traffic rides its own stream)."""
     alice, bob = Recorder(name="alice"), Recorder(name="bob")
@@ -126,7 +129,7 @@ async def test_a_request_raised_while_two_calls_are_in_flight_over_stdio_is_refu
             assert text_of(again) == "sampled: model of ada (ada-model)"
 
 
-@pytest.mark.parametrize("upstream", UPSTREAMS)
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
 async def test_a_host_without_sampling_answers_the_upstream_as_a_direct_client_would(
     tmp_path: Path, upstream: tuple[str, ...]
 ) -> None:
@@ -144,8 +147,8 @@ async def test_a_host_without_sampling_answers_the_upstream_as_a_direct_client_w
             assert "does not support sampling" in outcome
 
 
-@pytest.mark.parametrize("front", [pytest.param("stdio"), pytest.param("http", marks=_HTTP_CLIENT_LEAKS_ASYNCGENS)])
-@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("front", [pytest.param("stdio"), pytest.param("http", marks=HTTP_CLIENT_LEAKS_ASYNCGENS)])
+@pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_host_cancellation_and_the_tool_timeout_cancel_the_upstream_request(
     tmp_path: Path, mode: ConnectMode, front: str
 ) -> None:
@@ -175,8 +178,8 @@ async def _exercise_cancellation(host: Host, log: Path) -> None:
     await wait_until(lambda: len(_events(log, "call_ended")) == 2, what="the timed-out call to be cancelled")
 
 
-@pytest.mark.parametrize("upstream", UPSTREAMS)
-@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
+@pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_subscriptions_survive_an_upstream_reconnect_with_no_update_lost_or_doubled(
     tmp_path: Path, mode: ConnectMode, upstream: tuple[str, ...]
 ) -> None:
@@ -261,7 +264,7 @@ async def test_namespace_false_exposes_raw_names_and_a_legacy_pin_skips_discover
     assert "server/discover" not in methods
 
 
-@_HTTP_CLIENT_LEAKS_ASYNCGENS
+@HTTP_CLIENT_LEAKS_ASYNCGENS
 async def test_a_loopback_http_front_may_run_without_a_token_when_allowed(tmp_path: Path) -> None:
     table = http_supervisor_table(allow_unauthenticated_loopback=True)
     del table["front"]["token"]
@@ -290,7 +293,7 @@ async def test_the_sidecars_own_warnings_about_a_server_reach_hosts_that_set_a_l
             assert "server=fx generation=1 ended" in str(own[0].data)
 
 
-@_HTTP_CLIENT_LEAKS_ASYNCGENS
+@HTTP_CLIENT_LEAKS_ASYNCGENS
 async def test_sidecar_shutdown_cancels_the_upstream_request_after_the_grace(tmp_path: Path) -> None:
     log = tmp_path / "fx.jsonl"
     config = write_settings(tmp_path, {"fx": _fx(log)}, supervisor=http_supervisor_table(grace_sec=1))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final
@@ -70,7 +69,7 @@ EVERYTHING_TOOLS: Final = frozenset(
 TIME_TOOLS: Final = frozenset({"mcp__time__get_current_time", "mcp__time__convert_time"})
 
 
-def _require_installed(what: str, artifact: Path, stamp: Path, lock: Path) -> None:
+def require_installed(what: str, artifact: Path, stamp: Path, lock: Path) -> None:
     """Fail (never skip) unless ``install.sh`` installed ``what`` from ``lock`` as it is now."""
     if not artifact.exists():
         pytest.fail(f"{what} is not installed ({artifact} is missing): {INSTALL_HINT}", pytrace=False)
@@ -79,24 +78,9 @@ def _require_installed(what: str, artifact: Path, stamp: Path, lock: Path) -> No
 
 
 @pytest.fixture
-def everything_server() -> dict[str, object]:
-    """server-everything's settings table (a sync fixture, so a missing install fails as one clear line)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: server-everything needs Node.js (20+)", pytrace=False)
-    _require_installed(
-        "server-everything",
-        EVERYTHING_JS,
-        INTEROP_DIR / "node_modules/.interop-stamp",
-        INTEROP_DIR / "package-lock.json",
-    )
-    return command_server([node, str(EVERYTHING_JS), "stdio"], startup_timeout_sec=NODE_STARTUP_TIMEOUT_SEC)
-
-
-@pytest.fixture
 def time_server() -> dict[str, object]:
     """mcp-server-time's settings table, run from its own venv."""
-    _require_installed(
+    require_installed(
         "mcp-server-time",
         TIME_BIN,
         INTEROP_DIR / ".venv-time/.interop-stamp",

@@ -62,7 +62,6 @@ from tests import e2e
 from tests.e2e import (
     REPO_ROOT,
     Host,
-    command_server,
     http_supervisor_table,
     open_host,
     open_http_host,
@@ -71,8 +70,15 @@ from tests.e2e import (
     text_of,
     write_settings,
 )
-from tests.fidelity_host import ROOT_URI, Recorder, listening_for_updates
-from tests.test_interop import EVERYTHING_JS, INTEROP_DIR, NODE_STARTUP_TIMEOUT_SEC, _require_installed
+from tests.fidelity_host import (
+    FRONTS,
+    HOST_ERAS,
+    HTTP_CLIENT_LEAKS_ASYNCGENS,
+    ROOT_URI,
+    Recorder,
+    listening_for_updates,
+)
+from tests.test_interop import EVERYTHING_JS
 
 pytestmark = pytest.mark.e2e
 
@@ -114,30 +120,6 @@ ELICITED_FIELDS: Final = [
     "titledMultipleSelectEnum",
     "legacyTitledEnum",
 ]
-
-ERAS: list[Any] = [pytest.param("auto", id="host2026"), pytest.param("legacy", id="host2025")]
-# The SDK's HTTP client drops its httpx2 SSE generators unclosed under trio at teardown (a client-side
-# ResourceWarning in this test process, not a sidecar fault; see tests/test_http_front.py).
-_HTTP_CLIENT_LEAKS_ASYNCGENS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-FRONTS: list[Any] = [
-    pytest.param("stdio", id="stdio"),
-    pytest.param("http", id="http", marks=_HTTP_CLIENT_LEAKS_ASYNCGENS),
-]
-
-
-@pytest.fixture
-def everything_server() -> dict[str, object]:
-    """server-everything's settings table (fails, never skips, when node or the pinned install is missing)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: server-everything needs Node.js (20+)", pytrace=False)
-    _require_installed(
-        "server-everything",
-        EVERYTHING_JS,
-        INTEROP_DIR / "node_modules/.interop-stamp",
-        INTEROP_DIR / "package-lock.json",
-    )
-    return command_server([node, str(EVERYTHING_JS), "stdio"], startup_timeout_sec=NODE_STARTUP_TIMEOUT_SEC)
 
 
 # -- the host's wire ---------------------------------------------------------------------
@@ -359,7 +341,7 @@ def _name(item: types.Tool | types.Prompt) -> str:
 
 
 @pytest.mark.parametrize("front", FRONTS)
-@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_server_everything_catalog_prompts_resources_and_completions_look_as_they_do_directly(
     tmp_path: Path, mode: ConnectMode, front: str, everything_server: dict[str, object]
 ) -> None:
@@ -439,7 +421,7 @@ async def test_server_everything_catalog_prompts_resources_and_completions_look_
 
 
 @pytest.mark.parametrize("front", FRONTS)
-@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_server_everything_roots_progress_sampling_elicitation_logging_and_subscriptions_reach_the_host(
     tmp_path: Path,
     mode: ConnectMode,
@@ -560,7 +542,7 @@ async def test_server_everything_roots_progress_sampling_elicitation_logging_and
             assert recorder.updated == [SUBSCRIBED] * len(recorder.updated)
 
 
-@_HTTP_CLIENT_LEAKS_ASYNCGENS
+@HTTP_CLIENT_LEAKS_ASYNCGENS
 async def test_two_hosts_on_one_http_front_get_only_their_own_updates_and_answer_only_their_own_sampling(
     tmp_path: Path, everything_server: dict[str, object]
 ) -> None:
