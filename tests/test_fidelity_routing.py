@@ -40,6 +40,7 @@ from tests.e2e import (
     write_settings,
 )
 from tests.fidelity_host import (
+    FRONTS,
     HOST_ERAS,
     HTTP_CLIENT_LEAKS_ASYNCGENS,
     UPSTREAM_ERAS,
@@ -147,35 +148,42 @@ async def test_a_host_without_sampling_answers_the_upstream_as_a_direct_client_w
             assert "does not support sampling" in outcome
 
 
-@pytest.mark.parametrize("front", [pytest.param("stdio"), pytest.param("http", marks=HTTP_CLIENT_LEAKS_ASYNCGENS)])
+@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
 @pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_host_cancellation_and_the_tool_timeout_cancel_the_upstream_request(
-    tmp_path: Path, mode: ConnectMode, front: str
+    tmp_path: Path, mode: ConnectMode, upstream: tuple[str, ...], front: str
 ) -> None:
-    log = tmp_path / "fx.jsonl"
-    servers = {"fx": _fx(log, tool_timeout_sec=2)}
+    # fx's timeout is far off, so only the host's cancellation can end its call in time; fy's is short.
+    fx_log, fy_log = tmp_path / "fx.jsonl", tmp_path / "fy.jsonl"
+    servers = {
+        "fx": _fx(fx_log, *upstream, tool_timeout_sec=scaled(60)),
+        "fy": fixture_server("--name", "fy", "--log", str(fy_log), *upstream, tool_timeout_sec=scaled(2)),
+    }
     with trio.fail_after(BOUND_SEC):
         if front == "stdio":
             async with open_host(write_settings(tmp_path, servers), mode) as host:
-                await _exercise_cancellation(host, log)
+                await _exercise_cancellation(host, fx_log, fy_log)
         else:
             config = write_settings(tmp_path, servers, supervisor=http_supervisor_table())
             async with (
                 open_http_sidecar(config) as sidecar,
                 open_http_host(sidecar.url, sidecar.token, mode) as host,
             ):
-                await _exercise_cancellation(host, log)
+                await _exercise_cancellation(host, fx_log, fy_log)
 
 
-async def _exercise_cancellation(host: Host, log: Path) -> None:
-    await _ready(host)
+async def _exercise_cancellation(host: Host, fx_log: Path, fy_log: Path) -> None:
+    await host.wait_tools(lambda names: {"mcp__fx__hang", "mcp__fy__hang"} <= set(names))
     with trio.move_on_after(scaled(1.0)):  # the host gives up on its call
         await host.session.call_tool("mcp__fx__hang", {})
-    await wait_until(lambda: len(_events(log, "call_ended")) == 1, what="the upstream call to be cancelled")
-    timed_out = await host.session.call_tool("mcp__fx__hang", {})  # tool_timeout_sec = 2
+    await wait_until(
+        lambda: len(_events(fx_log, "call_ended")) == 1, what="the upstream call to be cancelled", bound_sec=scaled(20)
+    )
+    timed_out = await host.session.call_tool("mcp__fy__hang", {})  # tool_timeout_sec = 2
     assert timed_out.is_error
     assert "tool_timeout_sec" in text_of(timed_out)
-    await wait_until(lambda: len(_events(log, "call_ended")) == 2, what="the timed-out call to be cancelled")
+    await wait_until(lambda: len(_events(fy_log, "call_ended")) == 1, what="the timed-out call to be cancelled")
 
 
 @pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
