@@ -123,9 +123,6 @@ class ExchangeTable:
             task_status.started()
             await trio.sleep_forever()
 
-    def __len__(self) -> int:
-        return len(self._by_token)
-
     async def serve(self, call: HostCall, what: str, request: Callable[[], Awaitable[Any]]) -> Any:
         """Serve one host round of ``call``: start an exchange, or resume the one its request state names.
 

@@ -133,10 +133,6 @@ class Upstream:
             kinds.update(("resources", "templates"))
         return frozenset(kinds)
 
-    @property
-    def has_resources(self) -> bool:
-        return self._client.server_capabilities.resources is not None
-
     # -- catalog -----------------------------------------------------------------------
 
     async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]:
