@@ -293,6 +293,7 @@ async def test_the_sidecars_own_warnings_about_a_server_reach_hosts_that_set_a_l
                 types.SetLevelRequest(params=types.SetLevelRequestParams(level="warning")), types.EmptyResult
             )
             assert (await host.session.call_tool("mcp__fx__crash", {})).is_error
+
             # Other own warnings may come first (the crash can cut the level's own upstream setLevel short).
             def ended() -> list[types.LoggingMessageNotificationParams]:
                 own = [m for m in recorder.logs if m.logger == "mcp-supervisor"]
