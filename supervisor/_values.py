@@ -8,7 +8,12 @@ hold a secret).
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import re
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+MASK = "***"
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An HTTP field name is an RFC 9110 token."""
 
 
 def url_problem(url: str) -> str | None:
@@ -53,3 +58,28 @@ def clip(text: str, limit: int = CLIP_CHARS) -> str:
     if not text.isprintable():
         text = text.encode("unicode_escape").decode("ascii")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """What would let an HTTP header ``name: value`` split or forge a request (CR, LF, NUL), or a bad name."""
+    if not _HEADER_NAME.fullmatch(name):
+        return f"has a header name {clip(name)!r} that is not an HTTP token (letters, digits and !#$%&'*+.^_`|~-)"
+    if any(c in value for c in "\r\n\x00"):
+        # The value is not echoed: it may be a secret.
+        return f"has a value for header {name!r} with a CR, LF or NUL character, which could forge a request; remove it"
+    return None
+
+
+def url_query_values(url: str) -> list[str]:
+    """The non-empty values of ``url``'s query string: a key in a URL (``?key=${API_KEY}``) is a secret."""
+    return [value for _, value in parse_qsl(urlsplit(url).query, keep_blank_values=False)]
+
+
+def redact_url(url: str) -> str:
+    """``url`` with every query value replaced by ``***`` and the fragment dropped, for display."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return urlunsplit(parts._replace(fragment=""))
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    masked = "&".join(f"{key}={MASK}" if value else key for key, value in pairs)
+    return urlunsplit(parts._replace(query=masked, fragment=""))

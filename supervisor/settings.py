@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from supervisor._values import clip, env_name_problem, exec_problem, url_problem
+from supervisor._values import MASK, clip, env_name_problem, exec_problem, header_problem, url_problem, url_query_values
 from supervisor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 ENV_PREFIX = "MCP_SUPERVISOR_"
 CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
-MASK = "***"
 _MAX_TTL_MS = 86_400_000
 MAX_SHUTDOWN_GRACE_SEC: Final = 300.0
 """A stop must stay bounded: a host waits for us to exit."""
@@ -242,6 +241,15 @@ class ServerSettings(_Inheritable):
             raise ValueError(problem)
         return url
 
+    @field_validator("http_headers")
+    @classmethod
+    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            problem = header_problem(name, value)
+            if problem is not None:
+                raise ValueError(problem)
+        return headers
+
     @model_validator(mode="after")
     def _one_transport(self) -> Self:
         where = f"server {self.name!r}"
@@ -265,16 +273,23 @@ class ServerSettings(_Inheritable):
         """A stable, secret-free identity of the configured transport target.
 
         stdio: sha256 hex of canonical JSON ``[command, args, cwd, sorted env]``.
-        http: the URL (it never holds userinfo: validation refuses it), then
-        ``#headers=`` and a hash of the headers and bearer variable name. Equal
+        http: the URL without its query (it never holds userinfo: validation
+        refuses it), then ``#headers=`` and a hash of the query, the headers and
+        the bearer variable name, so a key in the query (``?key=${API_KEY}``)
+        never becomes part of a cache key or a fleet store's key names. Equal
         targets mean "same upstream"; any change to command, args, cwd, env,
         url or headers changes it.
         """
         if self.command is not None:
             return _digest([self.command, self.args, self.cwd, sorted(self.env.items())])
         assert self.url is not None  # the model validator guarantees one of the two
-        headers = _digest([sorted(self.http_headers.items()), self.bearer_token_env_var])[:16]
-        return f"{self.url}#headers={headers}"
+        base, _, query = self.url.partition("?")
+        headers = _digest([sorted(self.http_headers.items()), self.bearer_token_env_var, query])[:16]
+        return f"{base}#headers={headers}"
+
+    def secret_values(self) -> list[str]:
+        """Configured values that must never be shown: header values and URL query values."""
+        return [*self.http_headers.values(), *(url_query_values(self.url) if self.url is not None else ())]
 
     def tool_allowed(self, raw_name: str) -> bool:
         """Whether ``raw_name`` passes the allow-list (if any) and no deny glob."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from supervisor._values import redact_url
 from supervisor.settings import MASK, Settings, SupervisorSection
 
 
@@ -41,7 +42,7 @@ def describe_settings(settings: Settings) -> str:
             lines.append(f"  env = {_masked_pairs(server.env)}")
         else:
             assert server.url is not None  # the model validator guarantees one of the two
-            lines.append(f"  url = {server.url}")
+            lines.append(f"  url = {redact_url(server.url)}")
             bearer = server.bearer_token_env_var
             lines.append(f"  bearer_token_env_var = {bearer if bearer is not None else '(none)'}")
             lines.append(f"  http_headers = {_masked_pairs(server.http_headers)}")

@@ -464,7 +464,7 @@ async def open_upstream(
         UpstreamProtocolError: The handshake failed.
     """
     name = settings.name
-    health = TransportHealth()
+    health = TransportHealth(secrets=tuple(settings.secret_values()))
     client_ref: list[Client] = []
 
     async def on_message(message: IncomingMessage) -> None:

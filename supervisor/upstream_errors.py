@@ -71,5 +71,5 @@ def connect_error(name: str, health: TransportHealth, exc: Exception) -> Upstrea
         return UpstreamProtocolError(name, f"server {name!r}: handshake failed: {leaf.error.message}")
     if isinstance(leaf, FileNotFoundError | PermissionError | NotADirectoryError):
         return UpstreamUnavailable(name, f"server {name!r} could not be started: {leaf}")
-    reason = health.reason or f"{type(leaf).__name__}: {leaf}"
+    reason = health.reason or health.redact(f"{type(leaf).__name__}: {leaf}")
     return UpstreamUnavailable(name, f"server {name!r} failed during the handshake: {reason}")

@@ -51,6 +51,7 @@ from pydantic import ValidationError
 from supervisor._compat import TransportStreams
 from supervisor._frames import LineBuffer, encode_batch
 from supervisor._proc import terminate_group
+from supervisor._values import MASK
 from supervisor.settings import ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -88,12 +89,20 @@ class TransportHealth:
 
     lost: trio.Event = field(default_factory=trio.Event)
     reason: str = ""
+    secrets: tuple[str, ...] = ()
+    """Configured values (header values, URL query values) no reason may show."""
 
     def mark_lost(self, reason: str) -> None:
         """Record the first reason the transport died and wake the watcher."""
         if not self.lost.is_set():
-            self.reason = reason
+            self.reason = self.redact(reason)
             self.lost.set()
+
+    def redact(self, text: str) -> str:
+        """``text`` with every configured secret replaced by ``***`` (an HTTP error names its URL)."""
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
 
 
 class _RateLimiter:

@@ -688,3 +688,36 @@ def test_check_shows_the_round_2_keys(tmp_path: Path) -> None:
     described = describe_settings(load_text(tmp_path, text))
     assert "token (unset), max_request_body_bytes 1048576, allow_unauthenticated_loopback true)" in described
     assert "\n  protocol = legacy\n  namespace = false\n  max_tools = 7\n" in described
+
+
+# --- secrets in URL query strings and header injection ------------------------
+
+
+def test_a_key_in_the_url_query_is_masked_by_check_and_kept_out_of_the_cache_target(tmp_path: Path) -> None:
+    text = '[mcp_servers.web]\nurl = "https://h/mcp?key=${API_KEY}&region=eu"\n'
+    settings = load_text(tmp_path, text, {"API_KEY": "query-secret-value"})
+    web = settings.mcp_servers["web"]
+    assert web.url == "https://h/mcp?key=query-secret-value&region=eu"
+    described = describe_settings(settings)
+    assert "query-secret-value" not in described
+    assert "url = https://h/mcp?key=***&region=***" in described
+    assert "query-secret-value" not in web.target
+    assert web.target.startswith("https://h/mcp#headers=")
+    other = load_text(tmp_path, text, {"API_KEY": "another-key"}).mcp_servers["web"]
+    assert other.target != web.target  # another key is another identity, even though neither is shown
+    assert "query-secret-value" in web.secret_values()
+
+
+@pytest.mark.parametrize("value", ["a\r\nX-Forged: 1", "a\nb", "a\x00b"])
+def test_a_header_value_that_could_forge_a_request_is_refused_without_echoing_it(tmp_path: Path, value: str) -> None:
+    text = '[mcp_servers.web]\nurl = "https://h/mcp"\nhttp_headers = { X-Key = "${V}" }\n'
+    message = one_problem(tmp_path, text, "mcp_servers.web.http_headers", {"V": value})
+    assert "CR, LF or NUL" in message
+    assert "X-Forged" not in message
+    assert "X-Key" in message
+
+
+def test_a_header_name_that_is_not_an_http_token_is_refused(tmp_path: Path) -> None:
+    text = '[mcp_servers.web]\nurl = "https://h/mcp"\nhttp_headers = { "X Key:" = "v" }\n'
+    message = one_problem(tmp_path, text, "mcp_servers.web.http_headers")
+    assert "not an HTTP token" in message
