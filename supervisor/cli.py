@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "import":
             return _import(args.file)
         if command == "status":
-            return _status(args.admin_url, args.config)
+            return _status(args.admin_url, args.config, args.timeout)
         from supervisor.settings import interpolation_environ, load_settings  # noqa: PLC0415 - see the docstring
 
         settings = load_settings(args.config, environ=interpolation_environ())
@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="the sidecar's admin endpoint (default: from [supervisor.admin] in the settings, "
         f"else {DEFAULT_ADMIN_URL}); token from ${TOKEN_ENV_VAR}",
+    )
+    status.add_argument(
+        "--timeout", type=float, default=STATUS_TIMEOUT_SEC, help=f"seconds to wait (default {STATUS_TIMEOUT_SEC:g})"
     )
     imp = commands.add_parser("import", help="convert an mcpServers JSON file to settings TOML")
     imp.add_argument("file", type=Path)
@@ -188,7 +191,7 @@ def _import(path: Path) -> int:
 # -- status -----------------------------------------------------------------------------
 
 
-def _status(admin_url: str | None, config: Path | None) -> int:
+def _status(admin_url: str | None, config: Path | None, timeout_sec: float) -> int:
     """Print the running sidecar's status table; exit 1 if it cannot be reached."""
     import urllib.error  # noqa: PLC0415 - http.client and ssl cost tens of ms; only this command needs them
     import urllib.request  # noqa: PLC0415
@@ -201,13 +204,20 @@ def _status(admin_url: str | None, config: Path | None) -> int:
         if config is not None or default_config_path().exists():
             settings = load_settings(config, environ=interpolation_environ())
             admin = settings.supervisor.admin
+            if admin.port == 0:
+                print(
+                    "mcp-supervisor: [supervisor.admin] port = 0 binds any free port, so the address is only known "
+                    "to the running sidecar; pass --admin-url with the URL from its 'admin listening on' log line",
+                    file=sys.stderr,
+                )
+                return EXIT_CONFIG
             admin_url = f"http://{f'[{admin.host}]' if ':' in admin.host else admin.host}:{admin.port}"
             if token is None and settings.supervisor.admin_token is not None:
                 token = settings.supervisor.admin_token.get_secret_value()
     url = admin_url.rstrip("/") + "/status"
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(request, timeout=STATUS_TIMEOUT_SEC) as response:
+        with urllib.request.urlopen(request, timeout=timeout_sec) as response:
             document = json.load(response)
     except urllib.error.HTTPError as exc:
         hint = f"; set {TOKEN_ENV_VAR} to the sidecar's token" if exc.code == 401 else ""

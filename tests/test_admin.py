@@ -23,6 +23,8 @@ from tests.e2e import fixture_server, open_host, run_cli, scaled, scaled_ms, tex
 pytestmark = pytest.mark.e2e
 
 BOUND_SEC: Final = scaled(60)
+STATUS_TIMEOUT: Final = ("--timeout", str(scaled(5)))
+"""The ``status`` command's own wait, scaled like every other e2e deadline."""
 """Per test: a sidecar and its fixtures start slowly on a loaded 2-core machine (10 s each was seen)."""
 TOKEN: Final = "admin-token"
 AUTH: Final = {"Authorization": f"Bearer {TOKEN}"}
@@ -99,12 +101,12 @@ async def test_status_follows_a_crash_through_reconnecting_back_to_ready(tmp_pat
             assert (fx["last_error"] or "").startswith("connection lost"), fx["last_error"]
             assert fx["catalog_cache"] == {"entries": 1, "hits": 1, "misses": 0}
             # The CLI's table, from the same endpoint, with the token from the environment.
-            result = await run_cli("status", "--admin-url", base, env={"MCP_SUPERVISOR_TOKEN": TOKEN})
+            result = await run_cli("status", "--admin-url", base, *STATUS_TIMEOUT, env={"MCP_SUPERVISOR_TOKEN": TOKEN})
             assert result.code == 0, result.stderr
             assert "SERVER" in result.stdout
             assert "fx" in result.stdout
             assert "ready" in result.stdout
-            refused = await run_cli("status", "--admin-url", base, env={"MCP_SUPERVISOR_TOKEN": "x"})
+            refused = await run_cli("status", "--admin-url", base, *STATUS_TIMEOUT, env={"MCP_SUPERVISOR_TOKEN": "x"})
             assert refused.code == 1
             assert "401" in refused.stderr
 
@@ -113,7 +115,7 @@ async def test_status_command_exits_1_when_no_sidecar_answers() -> None:
     # A port we hold bound but never listen on: connections to it are refused for as long as we hold it.
     with socket.socket() as unused, trio.fail_after(BOUND_SEC):
         unused.bind(("127.0.0.1", 0))
-        result = await run_cli("status", "--admin-url", f"http://127.0.0.1:{unused.getsockname()[1]}")
+        result = await run_cli("status", "--admin-url", f"http://127.0.0.1:{unused.getsockname()[1]}", *STATUS_TIMEOUT)
     assert result.code == 1
     assert "cannot reach" in result.stderr
 
@@ -150,3 +152,13 @@ async def test_metrics_parse_and_move_with_real_calls(tmp_path: Path) -> None:
     assert after[ok] - before.get(ok, 0) == 3
     assert after[rpc] - before.get(rpc, 0) == 1
     assert after[latency] - before.get(latency, 0) == 4
+
+
+async def test_status_without_an_admin_url_refuses_port_0_and_says_where_the_url_is(tmp_path: Path) -> None:
+    config = write_settings(tmp_path, {}, supervisor={"admin": {"enabled": True, "port": 0}})
+    with trio.fail_after(BOUND_SEC):
+        result = await run_cli("status", "--config", str(config), *STATUS_TIMEOUT)
+    assert result.code == 2, result.stderr
+    assert "port = 0" in result.stderr
+    assert "--admin-url" in result.stderr
+    assert "admin listening on" in result.stderr
