@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import time
 from pathlib import Path
@@ -36,42 +35,14 @@ import trio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from supervisor.errors import ConfigError
-from supervisor.settings import OAuthSettings
+from supervisor.token_paths import default_store_dir, file_signature, token_file
 
-STORE_DIR_NAME: Final = "mcp-supervisor"
 FILE_MODE: Final = 0o600
 DIR_MODE: Final = 0o700
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class TokenFileRefused(ConfigError):
     """A token file exists but must not be used (too wide a mode, or unreadable)."""
-
-
-def default_store_dir(environ: dict[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/mcp-supervisor``, else ``~/.local/state/mcp-supervisor``."""
-    env = os.environ if environ is None else environ
-    state_home = env.get("XDG_STATE_HOME")
-    base = Path(state_home) if state_home else Path(env.get("HOME") or Path.home()) / ".local" / "state"
-    return base / STORE_DIR_NAME
-
-
-def token_file(oauth: OAuthSettings, server: str) -> Path:
-    """Where the tokens of ``server`` for ``oauth.principal`` live."""
-    root = Path(oauth.token_store).expanduser() if oauth.token_store else default_store_dir()
-    principal = _UNSAFE.sub("_", oauth.principal) or "_"
-    if principal in (".", ".."):
-        principal = f"_{principal}"
-    return root / "tokens" / principal / f"{server}.json"
-
-
-def file_signature(path: Path) -> tuple[int, int, int] | None:
-    """(inode, size, mtime in ns) of ``path``, or None if it does not exist: a replaced file changes it."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def read_document(path: Path, server: str) -> dict[str, Any] | None:
@@ -239,3 +210,16 @@ class MemoryTokenStorage:
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self._client = client_info
         await trio.lowlevel.checkpoint()
+
+
+__all__ = [
+    "FileTokenStorage",
+    "MemoryTokenStorage",
+    "TokenFileRefused",
+    "default_store_dir",
+    "file_signature",
+    "forget",
+    "read_document",
+    "token_file",
+    "write_document",
+]
