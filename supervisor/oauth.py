@@ -49,8 +49,6 @@ logger = logging.getLogger(__name__)
 CLIENT_NAME: Final = "mcp-supervisor"
 TOKEN_POLL_SEC: Final = 0.25
 """How often a server in ``needs_login`` looks at its token file."""
-QUIET_LOGGERS: Final = ("httpx2", "httpcore2")
-"""HTTP client loggers held at WARNING even in debug runs (see ``quiet_http_loggers``)."""
 
 
 def login_command(server: str) -> str:
@@ -174,10 +172,3 @@ class _ExpectedLoginRequired(logging.Filter):
 
 
 logging.getLogger("mcp.client.auth.oauth2").addFilter(_ExpectedLoginRequired())
-
-
-def quiet_http_loggers() -> None:
-    """Hold the HTTP client loggers at WARNING: at DEBUG, httpcore2 logs response headers, and
-    a misbehaving authorization server could echo a credential in one."""
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)

@@ -90,8 +90,7 @@ LIST_CHANGED_MAX_WAIT_SEC: Final = DEFAULT_LIST_CHANGED_MAX_WAIT_MS / 1000
 class _GenerationEnd:
     error: str
     ready_at: float | None
-    needs_login: UpstreamNeedsLogin | None = None
-    """Set when only a person can fix it (OAuth): the server parks in ``needs_login``, no backoff loop."""
+    needs_login: UpstreamNeedsLogin | None = None  # only a person can fix it: park, no backoff loop
 
 
 # -- the actor -------------------------------------------------------------------------
@@ -365,13 +364,12 @@ class ServerActor:
         )
 
     async def _wait_for_login(self, needs_login: UpstreamNeedsLogin) -> None:
-        """Withdraw the server's tools and park in ``needs_login`` until its token file changes (issue 12)."""
+        """Withdraw the tools, park in ``needs_login`` until the token file changes (issue 12; no backoff loop)."""
         await self._sync_via_mailbox(Withdraw("needs login"))
         self._set_status(ServerStatus.mark_needs_login, error=str(needs_login))
         self._first_attempt_done.set()
         logger.warning("server=%s %s", self.name, needs_login, extra=self._log_fields)
         await wait_for_new_tokens(needs_login)
-        logger.info("server=%s new tokens stored: connecting", self.name, extra=self._log_fields)
 
     async def _give_up(self, error: str) -> None:
         await self._sync_via_mailbox(Withdraw(f"gave up: {error}"))

@@ -65,6 +65,10 @@ class AuthServer:
     def grants(self) -> list[str]:
         return [str(e["grant"]) for e in read_log(self.log_path) if e["event"] == "token"]
 
+    def tool_listings(self) -> int:
+        """How many ``tools/list`` requests reached the protected MCP server."""
+        return sum(1 for e in read_log(self.log_path) if e["event"] == "request" and e.get("method") == "tools/list")
+
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in read_log(self.log_path) if e["event"] == name]
 
@@ -194,11 +198,12 @@ async def test_a_revoked_refresh_token_leads_to_needs_login_and_a_new_login_brin
 ) -> None:
     outputs = Outputs()
     with trio.fail_after(BOUND_SEC):
-        async with open_auth_server(tmp_path, "--access-ttl-sec", "2") as auth:
+        async with open_auth_server(tmp_path, "--access-ttl-sec", "2", "--ttl-ms", "600000") as auth:
             config = remote_settings(tmp_path, auth.url)
             await login(config, tmp_path, outputs)
             async with open_host(config) as host, httpx2.AsyncClient() as http:
                 await host.wait_tools(lambda names: ECHO in names)
+                listings = auth.tool_listings()
                 assert (await http.post(f"{auth.base}/test/revoke-all")).status_code == 200
                 with suppress(MCPError):  # this call finds out: the refresh is refused
                     await host.call(ECHO, {"text": "after revoke"})
@@ -212,6 +217,8 @@ async def test_a_revoked_refresh_token_leads_to_needs_login_and_a_new_login_brin
 
                 await login(config, tmp_path, outputs)
                 await host.wait_tools(lambda names: ECHO in names)
+                # New tokens are not a new identity: the reconnect reused the catalog (I4, I6), no tools/list.
+                assert auth.tool_listings() == listings
                 assert text_of(await host.call(ECHO, {"text": "back"})) == "back"
                 assert host.process is not None and host.process.returncode is None  # the same sidecar
     log = outputs.assert_no_canary(capfd)
