@@ -53,15 +53,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from supervisor.settings import interpolation_environ, load_settings  # noqa: PLC0415 - see the docstring
 
         settings = load_settings(args.config, environ=interpolation_environ())
-        _configure_logging(settings, quiet=command in ("tools", "call") and not args.verbose)
+        _configure_logging(settings, quiet=command in ("tools", "call", "login") and not args.verbose)
         if command == "check":
             from supervisor.settings import describe_settings  # noqa: PLC0415
 
             print(describe_settings(settings))
             return EXIT_OK
+        if command == "logout":
+            from supervisor.login import logout  # noqa: PLC0415
+
+            logout(settings, args.server)
+            return EXIT_OK
         import trio  # noqa: PLC0415
 
         match command:
+            case "login":
+                from supervisor.login import login  # noqa: PLC0415
+
+                trio.run(login, settings, args.server)
+                return EXIT_OK
             case "run":
                 from supervisor.serve import serve  # noqa: PLC0415
 
@@ -116,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--timeout", type=float, default=STATUS_TIMEOUT_SEC, help=f"seconds to wait (default {STATUS_TIMEOUT_SEC:g})"
     )
+    login = with_config(commands.add_parser("login", help="log in to an OAuth server (browser) and store its tokens"))
+    login.add_argument("server", help="the server's name in the settings")
+    login.add_argument("-v", "--verbose", action="store_true", help="also print the supervisor's log")
+    logout = with_config(commands.add_parser("logout", help="forget an OAuth server's stored tokens"))
+    logout.add_argument("server", help="the server's name in the settings")
     imp = commands.add_parser("import", help="convert an mcpServers JSON file to settings TOML")
     imp.add_argument("file", type=Path)
     return parser

@@ -7,6 +7,7 @@ where they enter, with ``raise ... from exc``::
     ├── ConfigError                 bad settings file, key, value or variable (exit 2)
     ├── UpstreamError               something about one upstream server went wrong
     │   ├── UpstreamUnavailable     not connected: connecting, reconnecting, stopping or failed
+    │   │   └── UpstreamNeedsLogin  an OAuth server has no usable tokens: a person must run `login`
     │   ├── UpstreamTimeout         connect, list or call exceeded its bound
     │   └── UpstreamProtocolError   the server answered with something unusable
     └── RegistryConflict            a public tool name is already owned by someone else
@@ -37,6 +38,24 @@ class UpstreamError(SupervisorError):
 
 class UpstreamUnavailable(UpstreamError):
     """The server has no live generation to take the request."""
+
+
+class UpstreamNeedsLogin(UpstreamUnavailable):
+    """An ``authorization_code`` server has no tokens, or its refresh failed: only ``login`` can fix it.
+
+    The message says so and names the command; it never carries a token.
+
+    Attributes:
+        token_file: Where ``login`` will store the new tokens (the actor watches it).
+        seen: That file's signature when the failed attempt read it (a login changes it).
+    """
+
+    def __init__(
+        self, server: str, message: str, token_file: str | None = None, seen: tuple[int, int, int] | None = None
+    ) -> None:
+        super().__init__(server, message)
+        self.token_file = token_file
+        self.seen = seen
 
 
 class UpstreamTimeout(UpstreamError):

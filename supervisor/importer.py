@@ -118,9 +118,9 @@ def _server_toml(name: str, original: str, entry: dict[str, Any], where: str) ->
             raise ConfigError(f"{where}: an http/sse entry needs a string 'url'; add one")
         if "${" not in url:  # with references, only the expanded URL can be judged: check does that
             _refuse(url_problem(url), f"{where}.url")
-        if entry.get("type") == "sse":
-            lines.append('# was type "sse": check that the server also speaks streamable HTTP at this url')
         lines.append(f"url = {_value(url)}")
+        if entry.get("type") == "sse":
+            lines.append('transport = "sse"')  # the legacy HTTP+SSE transport (upstream_sse)
         tables.append(("http_headers", _string_map(entry.get("headers", {}), f"{where}.headers")))
         dropped = [k for k in ("command", "args", "env", "cwd") if k in entry]
     else:

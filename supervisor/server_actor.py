@@ -57,8 +57,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.backoff import Backoff
 from supervisor.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
-from supervisor.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from supervisor.errors import UpstreamError, UpstreamNeedsLogin, UpstreamTimeout, UpstreamUnavailable, first_leaf
 from supervisor.host_calls import HostCall
+from supervisor.oauth import wait_for_new_tokens
 from supervisor.registry import ALL_KINDS, Definition, DuplicateName, Kind, Registry
 from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
@@ -89,6 +90,7 @@ LIST_CHANGED_MAX_WAIT_SEC: Final = DEFAULT_LIST_CHANGED_MAX_WAIT_MS / 1000
 class _GenerationEnd:
     error: str
     ready_at: float | None
+    needs_login: UpstreamNeedsLogin | None = None  # only a person can fix it: park, no backoff loop
 
 
 # -- the actor -------------------------------------------------------------------------
@@ -265,6 +267,10 @@ class ServerActor:
         while True:
             self.status.generation += 1
             end = await self._run_generation(first=not self._ever_ready)
+            if end.needs_login is not None:
+                await self._wait_for_login(end.needs_login)
+                failures = 0
+                continue
             self._first_attempt_done.set()
             now = trio.current_time()
             if end.ready_at is not None and now - end.ready_at >= self._backoff.stability_window_sec:
@@ -338,9 +344,13 @@ class ServerActor:
                         return _GenerationEnd(f"connection lost: {upstream.health.reason}", ready_at)
                     finally:
                         self._upstream = None
+            except UpstreamNeedsLogin as exc:
+                return _GenerationEnd(str(exc), ready_at, needs_login=exc)
             except UpstreamError as exc:
                 return _GenerationEnd(str(exc), ready_at)
             except Exception as exc:
+                if isinstance(leaf := first_leaf(exc), UpstreamNeedsLogin):  # raised on the way out of a generation
+                    return _GenerationEnd(str(leaf), ready_at, needs_login=leaf)
                 # The isolation boundary (I12): a surprise from one server's SDK session
                 # ends that generation only, never the other servers or the Front.
                 logger.exception(
@@ -352,6 +362,14 @@ class ServerActor:
             f"server {self.name!r} did not connect and list its tools within {timeout:g}s (startup_timeout_sec)",
             ready_at,
         )
+
+    async def _wait_for_login(self, needs_login: UpstreamNeedsLogin) -> None:
+        """Withdraw the tools, park in ``needs_login`` until the token file changes (issue 12; no backoff loop)."""
+        await self._sync_via_mailbox(Withdraw("needs login"))
+        self._set_status(ServerStatus.mark_needs_login, error=str(needs_login))
+        self._first_attempt_done.set()
+        logger.warning("server=%s %s", self.name, needs_login, extra=self._log_fields)
+        await wait_for_new_tokens(needs_login)
 
     async def _give_up(self, error: str) -> None:
         await self._sync_via_mailbox(Withdraw(f"gave up: {error}"))
@@ -577,6 +595,8 @@ class ServerActor:
                 f"server {self.name!r} is reconnecting (attempt {status.attempt}/{status.max_attempts}); "
                 "try again shortly"
             )
+        if status.state == "needs_login":
+            return status.last_error or f"server {self.name!r} needs login; run `mcp-supervisor login {self.name}`"
         if status.state == "ready":
             # "ready" but no upstream: the generation was lost and is still being torn down.
             return f"server {self.name!r} lost its connection and is reconnecting; try again shortly"

@@ -45,9 +45,11 @@ MAX_SHUTDOWN_GRACE_SEC: Final = 300.0
 """A stop must stay bounded: a host waits for us to exit."""
 DEFAULT_MAX_TOOLS: Final = 2000
 _STDIO_ONLY = ("args", "env", "cwd")
-_HTTP_ONLY = ("bearer_token_env_var", "http_headers")
+_HTTP_ONLY = ("bearer_token_env_var", "http_headers", "oauth", "http_transport")
 # allow_inf_nan=False: TOML has `inf` and `nan` literals, and an infinite grace
 # or timeout would make a stop or a call unbounded.
+_KEY_NAMES: Final = {"http_transport": "transport"}
+"""Fields whose settings key differs from their Python name."""
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 DEFAULT_LIST_CHANGED_DEBOUNCE_MS = 50
 """Quiet window after a server's last ``list_changed`` before its re-sync starts."""
@@ -164,6 +166,8 @@ class SupervisorSection(BaseModel):
     shutdown_grace_sec: float = Field(default=5.0, gt=0, le=MAX_SHUTDOWN_GRACE_SEC)
     spawn_concurrency: int = Field(default=0, ge=0, le=10_000)
     """How many servers may be starting (connect + first sync) at once; 0 = no limit."""
+    token_store: str | None = None
+    """Where OAuth tokens live; unset: ``$XDG_STATE_HOME/mcp-supervisor``, else ``~/.local/state/mcp-supervisor``."""
     front: FrontSettings = FrontSettings()
     admin: AdminSettings = AdminSettings()
 
@@ -185,6 +189,59 @@ class SupervisorSection(BaseModel):
             if token is not None and token.get_secret_value():
                 return token
         return None
+
+
+class OAuthSettings(BaseModel):
+    """The ``[mcp_servers.<name>.oauth]`` table: OAuth 2.1 for an HTTP server (issue 12).
+
+    ``token_store`` and ``principal`` are inherited from ``[supervisor]`` (a
+    ``token_store`` here overrides it for this server); the loader fills them
+    in. Tokens and secrets are never settings: tokens live in the token store,
+    the client secret in the variable ``client_secret_env_var`` names.
+    """
+
+    model_config = _STRICT
+
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    scopes: list[str] = []
+    client_id: str | None = None
+    """A pre-registered client; unset: dynamic client registration (authorization_code only)."""
+    client_secret_env_var: _EnvName | None = None
+    redirect_port: int = Field(default=0, ge=0, le=65535)
+    """The loopback port of ``login``'s redirect listener; 0 = any free port."""
+    issuer: str | None = None
+    """The authorization server's issuer URL (client_credentials: its tokens are only requested there)."""
+    token_store: str | None = None
+    principal: str = "local"
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer_url(cls, url: str | None) -> str | None:
+        problem = None if url is None else url_problem(url)
+        if problem is not None:
+            raise ValueError(problem)
+        return url
+
+    @property
+    def interactive(self) -> bool:
+        """Whether a person must log in (``authorization_code``) rather than the machine (``client_credentials``)."""
+        return self.grant == "authorization_code"
+
+    def client_secret(self, server: str) -> str | None:
+        """Read the client secret from the environment now (never stored in settings).
+
+        Raises:
+            ConfigError: ``client_secret_env_var`` is configured but unset.
+        """
+        if self.client_secret_env_var is None:
+            return None
+        value = os.environ.get(self.client_secret_env_var)
+        if value is None:
+            raise ConfigError(
+                f"server {server!r}: oauth.client_secret_env_var names {self.client_secret_env_var}, which is not "
+                f"set; export {self.client_secret_env_var} before starting the supervisor"
+            )
+        return value
 
 
 class _Inheritable(BaseModel):
@@ -232,6 +289,9 @@ class ServerSettings(_Inheritable):
     disabled_tools: list[str] = []
     protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
     """Pins the protocol era (the SDK's ``Client(mode=...)``); ``auto`` negotiates."""
+    http_transport: Literal["streamable_http", "sse"] = Field(default="streamable_http", alias="transport")
+    """The ``transport`` key: ``"sse"`` for a legacy HTTP+SSE server (``url`` is its SSE endpoint)."""
+    oauth: OAuthSettings | None = None
 
     @field_validator("url")
     @classmethod
@@ -260,8 +320,29 @@ class ServerSettings(_Inheritable):
         wrong = _HTTP_ONLY if self.command is not None else _STDIO_ONLY
         for key in (k for k in wrong if k in self.model_fields_set):
             kind = "http (url)" if key in _HTTP_ONLY else "stdio (command)"
-            raise ValueError(f"{where}: '{key}' only applies to {kind} servers; remove it")
+            raise ValueError(f"{where}: '{_KEY_NAMES.get(key, key)}' only applies to {kind} servers; remove it")
+        self._check_oauth(where)
         return self
+
+    def _check_oauth(self, where: str) -> None:
+        oauth = self.oauth
+        if oauth is None:
+            return
+        if self.bearer_token_env_var is not None:
+            raise ValueError(
+                f"{where}: 'bearer_token_env_var' and an [mcp_servers.{self.name}.oauth] table both set the "
+                "Authorization header; keep one"
+            )
+        if oauth.grant == "client_credentials" and (oauth.client_id is None or oauth.client_secret_env_var is None):
+            raise ValueError(
+                f'{where}: oauth.grant = "client_credentials" needs oauth.client_id and oauth.client_secret_env_var '
+                '(the variable that holds the client secret); set both, or use grant = "authorization_code"'
+            )
+        if oauth.client_secret_env_var is not None and oauth.client_id is None:
+            raise ValueError(
+                f"{where}: oauth.client_secret_env_var needs oauth.client_id (a secret belongs to a pre-registered "
+                "client); set client_id, or remove client_secret_env_var to register dynamically"
+            )
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -285,7 +366,15 @@ class ServerSettings(_Inheritable):
         assert self.url is not None  # the model validator guarantees one of the two
         base, _, query = self.url.partition("?")
         headers = _digest([sorted(self.http_headers.items()), self.bearer_token_env_var, query])[:16]
-        return f"{base}#headers={headers}"
+        target = f"{base}#headers={headers}"
+        if self.http_transport != "streamable_http":
+            target += f"#transport={self.http_transport}"
+        if self.oauth is not None:
+            # Who the client is and what it asks for may change what it sees; the
+            # token never enters the target: a refresh is not a new identity (I6).
+            oauth = self.oauth
+            target += f"#oauth={_digest([oauth.grant, oauth.client_id, sorted(oauth.scopes)])[:16]}"
+        return target
 
     def secret_values(self) -> list[str]:
         """Configured values that must never be shown: header values and URL query values."""
@@ -335,6 +424,23 @@ class Settings(BaseModel):
     mcp_servers: dict[str, ServerSettings] = {}
     source_path: Path | None = Field(default=None, exclude=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _oauth_inherits_store_and_principal(cls, data: Any) -> Any:
+        """Each ``oauth`` table gets ``[supervisor]``'s principal and token store (its own store wins)."""
+        if not isinstance(data, dict) or not isinstance(data.get("mcp_servers"), dict):
+            return data
+        supervisor = data.get("supervisor")
+        supervisor = supervisor if isinstance(supervisor, dict) else {}
+        inherited = {"principal": supervisor.get("principal", "local")}
+        if supervisor.get("token_store") is not None:
+            inherited["token_store"] = supervisor["token_store"]
+        servers = dict(data["mcp_servers"])
+        for name, table in servers.items():
+            if isinstance(table, dict) and isinstance(table.get("oauth"), dict):
+                servers[name] = {**table, "oauth": {**inherited, **table["oauth"], "principal": inherited["principal"]}}
+        return {**data, "mcp_servers": servers}
+
 
 def mask_values(values: Mapping[str, str]) -> dict[str, str]:
     """The same keys, every value replaced by ``***``."""
@@ -375,6 +481,7 @@ __all__ = [
     "AdminSettings",
     "DefaultsSection",
     "FrontSettings",
+    "OAuthSettings",
     "ReconnectSettings",
     "ServerSettings",
     "Settings",

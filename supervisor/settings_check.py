@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Mapping
 
 from supervisor._values import redact_url
-from supervisor.settings import MASK, Settings, SupervisorSection
+from supervisor.settings import MASK, ServerSettings, Settings, SupervisorSection
 
 
 def describe_settings(settings: Settings) -> str:
@@ -35,7 +35,7 @@ def describe_settings(settings: Settings) -> str:
         lines.append("(no servers configured)")
     for name, server in settings.mcp_servers.items():
         lines += [f"[mcp_servers.{name}]", f"  enabled = {str(server.enabled).lower()}"]
-        lines.append(f"  transport = {server.transport}")
+        lines.append(f"  transport = {server.transport}" + (" (legacy sse)" if server.http_transport == "sse" else ""))
         if server.command is not None:
             lines.append(f"  command = {shlex.join([server.command, *server.args])}")
             lines.append(f"  cwd = {server.cwd if server.cwd is not None else '(inherited)'}")
@@ -46,6 +46,8 @@ def describe_settings(settings: Settings) -> str:
             bearer = server.bearer_token_env_var
             lines.append(f"  bearer_token_env_var = {bearer if bearer is not None else '(none)'}")
             lines.append(f"  http_headers = {_masked_pairs(server.http_headers)}")
+            if server.oauth is not None:
+                lines.append(_describe_oauth(server))
         r = server.reconnect
         lines += [
             f"  protocol = {server.protocol}",
@@ -72,3 +74,18 @@ def _describe_admin_token(sup: SupervisorSection) -> str:
     if sup.admin.token is not None:
         return MASK
     return f"{MASK} (the front's)" if sup.admin_token is not None else "(unset)"
+
+
+def _describe_oauth(server: ServerSettings) -> str:
+    """The ``oauth`` table: the secret's variable name only, never its value; where the tokens live."""
+    from supervisor.token_paths import token_file  # noqa: PLC0415 - only servers with OAuth need it
+
+    oauth = server.oauth
+    assert oauth is not None
+    return (
+        f"  oauth = grant {oauth.grant}, scopes {' '.join(oauth.scopes) or '(server default)'}, "
+        f"client_id {oauth.client_id or '(dynamic registration)'}, "
+        f"client_secret_env_var {oauth.client_secret_env_var or '(none)'}, "
+        f"redirect_port {oauth.redirect_port or '(any)'}, issuer {oauth.issuer or '(discovered)'}, "
+        f"token file {token_file(oauth, server.name)}"
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-ServerState = Literal["connecting", "ready", "reconnecting", "failed", "stopping", "disabled"]
+ServerState = Literal["connecting", "ready", "reconnecting", "failed", "stopping", "disabled", "needs_login"]
 
 
 @dataclass(slots=True)
@@ -73,6 +73,12 @@ class ServerStatus:
         """The actor gave up (``max_attempts`` reached); ``last_error`` says why."""
         self.state = "failed"
 
+    def mark_needs_login(self, *, error: str) -> None:
+        """Only a person can fix it (``mcp-supervisor login``); ``error`` says why and names the command."""
+        self.state = "needs_login"
+        self.attempt = 0
+        self.last_error = error
+
     def mark_withdrawn(self) -> None:
         """Every tool, prompt, resource and template of the server left the Registry."""
         self.tool_count = self.prompt_count = self.resource_count = self.template_count = 0
@@ -103,6 +109,8 @@ class ServerStatus:
                 text = f"failed after {self.attempt}/{self.max_attempts} attempts"
             case "reconnecting":
                 text = f"reconnecting (attempt {self.attempt}/{self.max_attempts})"
+            case "needs_login":
+                text = "needs login"
             case _:
                 text = self.state
         if self.state == "ready" and (self.prompt_count or self.resource_count or self.template_count):

@@ -67,6 +67,8 @@ def split_teardown_errors(raised: BaseException) -> tuple[BaseException | None, 
 def connect_error(name: str, health: TransportHealth, exc: Exception) -> UpstreamUnavailable | UpstreamProtocolError:
     """Translate whatever ``Client.__aenter__`` raised (often nested groups) into one error."""
     leaf = first_leaf(exc)
+    if isinstance(leaf, UpstreamUnavailable):
+        return leaf  # the transport already said what is wrong (e.g. UpstreamNeedsLogin)
     if isinstance(leaf, MCPError) and leaf.code != CONNECTION_CLOSED:
         return UpstreamProtocolError(name, f"server {name!r}: handshake failed: {leaf.error.message}")
     if isinstance(leaf, FileNotFoundError | PermissionError | NotADirectoryError):

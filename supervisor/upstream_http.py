@@ -14,6 +14,13 @@ progress/log notice sent on a call's own stream is attributed to the host call
 that caused it (``host_calls.current_call``); a relay task would replace that
 context with its own.
 
+A server with an ``[oauth]`` table gets the SDK's OAuth provider as the httpx
+auth flow (:mod:`supervisor.oauth`); when that flow finds that only a person
+can help (no tokens, a refused refresh), the transport's failure is re-raised
+as ``UpstreamNeedsLogin``, which the ServerActor turns into ``needs_login``.
+``transport = "sse"`` selects the legacy HTTP+SSE client
+(:mod:`supervisor.upstream_sse`) with the same headers, auth and watching.
+
 Nursery: none here; the SDK's transport owns its tasks. Waits are unbounded on
 purpose: the ServerActor bounds connect, list and call.
 """
@@ -21,15 +28,18 @@ purpose: the ServerActor bounds connect, list and call.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+import httpx2
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from supervisor._compat import TransportStreams, create_mcp_http_client
 from supervisor._streams import ReadStreamView
+from supervisor.oauth import RunAuth, build_run_auth
 from supervisor.settings import ServerSettings
+from supervisor.upstream_sse import open_sse_streams
 from supervisor.upstream_stdio import TransportHealth
 
 
@@ -59,14 +69,47 @@ class _WatchedReadStream(ReadStreamView):
 
 @asynccontextmanager
 async def open_http_transport(settings: ServerSettings, health: TransportHealth) -> AsyncIterator[TransportStreams]:
-    """Connect to ``settings.url`` with the configured headers and bearer token."""
+    """Connect to ``settings.url`` with the configured headers and bearer token or OAuth.
+
+    Raises:
+        UpstreamNeedsLogin: An ``authorization_code`` server has no usable tokens.
+    """
     assert settings.url is not None
     headers = dict(settings.http_headers)
     if (token := settings.bearer_token()) is not None:
         headers["Authorization"] = f"Bearer {token}"
+    run_auth = build_run_auth(settings) if settings.oauth is not None else None
+    try:
+        async with open_http_streams(settings, headers, run_auth.auth if run_auth else None) as (read, write):
+            watched: Any = _WatchedReadStream(read, health)
+            yield watched, write
+    except BaseException as exc:
+        needs_login = run_auth.needs_login() if run_auth is not None else None
+        if needs_login is None:
+            raise
+        health.mark_lost(str(needs_login))
+        raise needs_login from exc
+
+
+def open_http_streams(
+    settings: ServerSettings, headers: dict[str, str], auth: httpx2.Auth | None
+) -> AbstractAsyncContextManager[TransportStreams]:
+    """The SDK client transport for ``settings`` (streamable HTTP or legacy SSE), unwatched (``login`` uses it)."""
+    assert settings.url is not None
+    if settings.http_transport == "sse":
+        return open_sse_streams(settings.url, headers, auth)
+    return _open_streamable(settings.url, headers, auth)
+
+
+@asynccontextmanager
+async def _open_streamable(
+    url: str, headers: dict[str, str], auth: httpx2.Auth | None
+) -> AsyncIterator[TransportStreams]:
     async with (
-        create_mcp_http_client(headers=headers) as http_client,
-        streamable_http_client(settings.url, http_client=http_client) as (upstream_read, upstream_write),
+        create_mcp_http_client(headers=headers, auth=auth) as http_client,
+        streamable_http_client(url, http_client=http_client) as streams,
     ):
-        watched: Any = _WatchedReadStream(upstream_read, health)
-        yield watched, upstream_write
+        yield streams
+
+
+__all__ = ["RunAuth", "open_http_streams", "open_http_transport"]

@@ -42,7 +42,7 @@ def test_mcp_servers_stdio_entries_round_trip_through_load_settings(tmp_path: Pa
     assert files.enabled
 
 
-def test_http_entries_become_url_and_http_headers(tmp_path: Path) -> None:
+def test_http_entries_become_url_and_http_headers_and_sse_entries_the_sse_transport(tmp_path: Path) -> None:
     document = {
         "mcpServers": {
             "search": {"type": "http", "url": "https://search.internal/mcp", "headers": {"X-Team": "agents"}},
@@ -56,8 +56,10 @@ def test_http_entries_become_url_and_http_headers(tmp_path: Path) -> None:
     assert search.url == "https://search.internal/mcp"
     assert search.http_headers == {"X-Team": "agents"}
     assert settings.mcp_servers["legacy"].url == "https://old.internal/sse"
+    assert settings.mcp_servers["legacy"].http_transport == "sse"
+    assert search.http_transport == "streamable_http"
     assert settings.mcp_servers["bare"].transport == "http"
-    assert '# was type "sse"' in text
+    assert 'transport = "sse"' in text
 
 
 def test_vscode_servers_and_nested_mcp_servers_are_accepted(tmp_path: Path) -> None:
