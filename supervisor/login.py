@@ -17,6 +17,13 @@ The listener binds 127.0.0.1 only, answers only ``GET /callback`` carrying a
 stays open for the rest of the run, so one process can run several
 authorizations (a scope step-up, a moved authorization server: issue 13).
 
+Issue 13: the provider gets ``client_metadata_url`` (CIMD), and every
+authorization asks for the configured scopes plus a step-up that ``run``
+recorded (the union); a login counts as one attempt of that step-up, and past
+``MAX_AUTHORIZATIONS_PER_STEP_UP`` attempts ``login`` refuses and says why.
+The record is cleared once a login is granted all of it. An issuer mismatch
+(RFC 8414 / RFC 9207) ends the login with ``IssuerMismatchRefused``.
+
 Nothing here prints or logs a code, token, verifier or secret: the
 authorization URL carries only the PKCE challenge and the state.
 
@@ -40,9 +47,15 @@ from urllib.parse import parse_qs, urlsplit
 import trio
 from mcp import Client
 from mcp.client.auth import OAuthFlowError
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult
 
-from supervisor._compat_oauth import SupervisorOAuthProvider
+from supervisor._compat_oauth import (
+    MAX_AUTHORIZATIONS_PER_STEP_UP,
+    IssuerMismatch,
+    SupervisorOAuthProvider,
+    missing_scopes,
+)
 from supervisor.errors import ConfigError, SupervisorError
 from supervisor.oauth import client_metadata, fixed_client
 from supervisor.settings import ServerSettings, Settings
@@ -64,6 +77,10 @@ _DONE_PAGE: Final = (
 
 class LoginFailed(SupervisorError):
     """The authorization did not complete; the message says where it stopped (and names no secret)."""
+
+
+class IssuerMismatchRefused(LoginFailed):
+    """The authorization server's metadata issuer (RFC 8414) or response ``iss`` (RFC 9207) did not match."""
 
 
 class RedirectListener:
@@ -204,6 +221,7 @@ async def login(settings: Settings, name: str, *, out: TextIO = sys.stdout) -> N
     oauth, url = server.oauth, server.url
     assert oauth is not None and url is not None
     path = token_file(oauth, name)
+    step_up = _count_step_up_login(FileTokenStorage(path, name, url), name)
     failure: LoginFailed | None = None
     with trio.move_on_after(LOGIN_TIMEOUT_SEC) as timeout:
         async with open_redirect_listener(oauth.redirect_port) as listener:
@@ -239,6 +257,8 @@ async def login(settings: Settings, name: str, *, out: TextIO = sys.stdout) -> N
                 headless=False,
                 redirect_handler=open_browser,
                 callback_handler=wait_for_redirect,
+                client_metadata_url=oauth.client_metadata_url,
+                extra_scope=union_scopes(" ".join(oauth.scopes) or None, step_up),
             )
             try:
                 async with Client(
@@ -256,7 +276,30 @@ async def login(settings: Settings, name: str, *, out: TextIO = sys.stdout) -> N
         raise LoginFailed(f"server {name!r}: login did not finish within {LOGIN_TIMEOUT_SEC:g}s; run it again")
     if not storage.has_tokens():
         raise LoginFailed(f"server {name!r}: the server accepted the connection without asking for a login")
+    tokens = storage.load_tokens()
+    if step_up is not None and tokens is not None and not missing_scopes(step_up, tokens.scope):
+        storage.set_step_up("", 0)  # granted: that step-up is over
     print(f"logged in to {name!r}; tokens stored in {path}", file=out)
+
+
+def _count_step_up_login(storage: FileTokenStorage, name: str) -> str | None:
+    """The scope of a pending step-up, counting this login as one attempt at it.
+
+    Raises:
+        LoginFailed: ``MAX_AUTHORIZATIONS_PER_STEP_UP`` logins already asked for it in vain.
+    """
+    pending = storage.step_up()
+    if pending is None:
+        return None
+    scope, attempts = pending
+    if attempts >= MAX_AUTHORIZATIONS_PER_STEP_UP:
+        raise LoginFailed(
+            f"server {name!r}: {attempts} logins asked for scope {scope!r} (a step-up the server requires) and the "
+            "authorization server did not grant it; ask its administrator to grant it, then run "
+            f"`mcp-supervisor logout {name}` and log in again"
+        )
+    storage.set_step_up(scope, attempts + 1)
+    return scope
 
 
 def _login_error(name: str, exc: BaseException) -> LoginFailed:
@@ -266,6 +309,8 @@ def _login_error(name: str, exc: BaseException) -> LoginFailed:
         leaf = leaf.exceptions[0]
     if isinstance(leaf, LoginFailed):
         return leaf
+    if isinstance(leaf, IssuerMismatch):
+        return IssuerMismatchRefused(f"server {name!r}: login refused, issuer mismatch: {leaf}")
     if isinstance(leaf, OAuthFlowError):
         return LoginFailed(f"server {name!r}: login failed: {leaf}")
     return LoginFailed(f"server {name!r}: login failed: {type(leaf).__name__}: {leaf}")

@@ -12,11 +12,25 @@
   read from the environment; tokens stay in memory. A failure is an ordinary
   outage (backoff, as for any other server).
 
-Seams for what comes next (issue 13: CIMD, scope step-up, private_key_jwt,
-issuer checks, authorization-server migration): ``client_metadata`` is where a
-``client_metadata_url`` joins, ``build_run_auth`` is where another grant picks
-its provider, and ``UpstreamNeedsLogin`` carries the reason a step-up would
-name.
+Issue 13 (the rest of the MCP authorization spec), all through the SDK:
+
+* ``client_metadata_url`` (CIMD) is handed to the SDK's provider, which uses
+  it as the client id when the authorization server advertises support; a
+  configured ``client_id`` (pre-registration) comes first and dynamic
+  registration last, the spec's order.
+* A scope step-up (``403 insufficient_scope``) in ``run``: headless, the
+  missing scope is recorded beside the token file (``login`` asks for the
+  union) and the server goes to ``needs_login`` with a message naming the
+  scope; a machine grant re-authorizes by itself. At most
+  ``MAX_AUTHORIZATIONS_PER_STEP_UP`` authorizations per step-up, counted per
+  provider (machine) or per recorded step-up across logins (person).
+* ``private_key_file`` + ``signing_algorithm``: the SDK's ``private_key_jwt``
+  provider signs each assertion with the key (read under the token file's
+  mode rule). Client-credentials providers always get ``issuer=`` (the
+  settings require it), as the SDK asks.
+* Issuer mismatches and a moved authorization server stop the flow with a
+  named reason (:mod:`supervisor._compat_oauth`); the server parks instead of
+  retrying.
 
 Nothing here logs a token, a code, a verifier or a secret; error messages name
 the server, the token file and the command to run.
@@ -30,19 +44,35 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final
 
 import httpx2
 import trio
-from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
-from supervisor._compat_oauth import LoginRequired, SupervisorOAuthProvider
-from supervisor.errors import UpstreamNeedsLogin
+from supervisor._compat_oauth import (
+    MAX_AUTHORIZATIONS_PER_STEP_UP,
+    CappedClientCredentialsProvider,
+    CappedPrivateKeyJWTProvider,
+    LoginRequired,
+    StepUpAwareProvider,
+    SupervisorOAuthProvider,
+)
+from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 from supervisor.settings import OAuthSettings, ServerSettings
-from supervisor.token_store import FileTokenStorage, MemoryTokenStorage, TokenFileRefused, file_signature, token_file
+from supervisor.token_store import (
+    FileTokenStorage,
+    KeyFileRefused,
+    MemoryTokenStorage,
+    TokenFileRefused,
+    file_signature,
+    read_private_key,
+    token_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,19 +124,25 @@ class RunAuth:
 
     server: str
     auth: httpx2.Auth
-    provider: SupervisorOAuthProvider | None
-    """The headless provider (``authorization_code``); None for client credentials."""
+    provider: StepUpAwareProvider
+    """The provider, which says (``login_required``) when only a person can help."""
     token_file: str | None = None
+    """None for client credentials (nothing to log in to: a person fixes the server or the settings)."""
     seen: tuple[int, int, int] | None = None
     """The token file's signature when this generation read it: a login changes it."""
 
     def needs_login(self) -> UpstreamNeedsLogin | None:
         """The error to raise if the flow found that only a person can help."""
-        if self.provider is None or self.provider.login_required is None:
+        reason = self.provider.login_required
+        if reason is None:
             return None
-        return UpstreamNeedsLogin(
-            self.server, needs_login_message(self.server, self.provider.login_required), self.token_file, self.seen
-        )
+        if self.token_file is None:
+            message = (
+                f"server {self.server!r}: {reason}; fix it at the authorization server or in the settings, "
+                "then reload the configuration"
+            )
+            return UpstreamNeedsLogin(self.server, message)
+        return UpstreamNeedsLogin(self.server, needs_login_message(self.server, reason), self.token_file, self.seen)
 
 
 def build_run_auth(server: ServerSettings) -> RunAuth:
@@ -119,19 +155,8 @@ def build_run_auth(server: ServerSettings) -> RunAuth:
     oauth = server.oauth
     assert oauth is not None and server.url is not None
     if not oauth.interactive:
-        assert oauth.client_id is not None
-        secret = oauth.client_secret(server.name)
-        assert secret is not None  # the settings require client_secret_env_var for client_credentials
-        provider: OAuthClientProvider = ClientCredentialsOAuthProvider(
-            server.url,
-            MemoryTokenStorage(),
-            oauth.client_id,
-            secret,
-            token_endpoint_auth_method="client_secret_post",
-            scope=" ".join(oauth.scopes) or None,
-            issuer=oauth.issuer,
-        )
-        return RunAuth(server.name, provider, None)
+        machine = machine_provider(server)
+        return RunAuth(server.name, machine, machine)
     path = token_file(oauth, server.name)
     seen = file_signature(path)
     storage = FileTokenStorage(path, server.name, server.url, fixed_client(server, None))
@@ -143,8 +168,79 @@ def build_run_auth(server: ServerSettings) -> RunAuth:
         raise UpstreamNeedsLogin(
             server.name, needs_login_message(server.name, f"no tokens stored in {path}"), str(path), seen
         )
-    headless = SupervisorOAuthProvider(server.url, client_metadata(oauth, None), storage, headless=True)
+    headless = SupervisorOAuthProvider(
+        server.url,
+        client_metadata(oauth, None),
+        storage,
+        headless=True,
+        client_metadata_url=oauth.client_metadata_url,
+        on_step_up=partial(record_step_up, storage, server.name),
+    )
     return RunAuth(server.name, headless, headless, str(path), seen)
+
+
+def machine_provider(server: ServerSettings) -> StepUpAwareProvider:
+    """The ``client_credentials`` provider: a client secret, or a ``private_key_jwt`` key; always ``issuer=``.
+
+    Raises:
+        UpstreamUnavailable: The key file is refused (mode, missing): the message says how to fix it.
+        ConfigError: The client secret's variable is unset.
+    """
+    oauth = server.oauth
+    assert oauth is not None and server.url is not None and oauth.client_id is not None
+    scope = " ".join(oauth.scopes) or None
+    if oauth.private_key_file is not None:
+        try:
+            key = read_private_key(Path(oauth.private_key_file).expanduser(), server.name)
+        except KeyFileRefused as exc:
+            raise UpstreamUnavailable(server.name, str(exc)) from None
+        signer = SignedJWTParameters(
+            issuer=oauth.client_id, subject=oauth.client_id, signing_key=key, signing_algorithm=oauth.signing_algorithm
+        )
+        return CappedPrivateKeyJWTProvider(
+            server.url,
+            MemoryTokenStorage(),
+            oauth.client_id,
+            signer.create_assertion_provider(),
+            scope=scope,
+            issuer=oauth.issuer,
+        )
+    secret = oauth.client_secret(server.name)
+    assert secret is not None  # the settings require a secret or a key for client_credentials
+    return CappedClientCredentialsProvider(
+        server.url,
+        MemoryTokenStorage(),
+        oauth.client_id,
+        secret,
+        token_endpoint_auth_method="client_secret_post",
+        scope=scope,
+        issuer=oauth.issuer,
+    )
+
+
+def record_step_up(storage: FileTokenStorage, server: str, wanted: str, missing: str) -> str:
+    """Record a step-up for the next ``login`` (the union of what is pending and ``wanted``); why a person must act.
+
+    One step-up is one recorded scope: while the server keeps asking for no more
+    than it, each ``login`` counts an attempt; past the cap the message says
+    that logging in again will not help.
+    """
+    try:
+        pending = storage.step_up()
+        if pending is not None and set(wanted.split()) <= set(pending[0].split()):
+            scope, attempts = pending
+        else:
+            scope, attempts = union_scopes(pending[0] if pending else None, wanted) or wanted, 0
+        storage.set_step_up(scope, attempts)
+    except TokenFileRefused:
+        attempts = 0  # the token file's own refusal surfaces at the next connect
+    reason = f"the server requires scope {missing!r} for this request (insufficient_scope)"
+    if attempts >= MAX_AUTHORIZATIONS_PER_STEP_UP:
+        reason += (
+            f"; {attempts} logins did not get it, so the authorization server does not grant it to you: ask its "
+            f"administrator, then run `mcp-supervisor logout {server}`"
+        )
+    return reason
 
 
 async def wait_for_new_tokens(error: UpstreamNeedsLogin) -> None:

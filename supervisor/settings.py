@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -191,6 +192,16 @@ class SupervisorSection(BaseModel):
         return None
 
 
+SigningAlgorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+"""JWS algorithms for ``private_key_jwt`` assertions (PyJWT with ``cryptography``)."""
+
+
+def _is_metadata_document_url(url: str) -> bool:
+    """The SDK's rule for a CIMD client id: https with a non-root path."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" and parts.path not in ("", "/")
+
+
 class OAuthSettings(BaseModel):
     """The ``[mcp_servers.<name>.oauth]`` table: OAuth 2.1 for an HTTP server (issue 12).
 
@@ -213,6 +224,22 @@ class OAuthSettings(BaseModel):
     """The authorization server's issuer URL (client_credentials: its tokens are only requested there)."""
     token_store: str | None = None
     principal: str = "local"
+    # Issue 13: the rest of the MCP authorization spec.
+    client_metadata_url: str | None = None
+    """A Client ID Metadata Document (https, with a path): the client id where the server supports CIMD."""
+    private_key_file: str | None = None
+    """client_credentials with ``private_key_jwt``: the PEM key that signs the assertion (mode 0600)."""
+    signing_algorithm: SigningAlgorithm = "RS256"
+
+    @field_validator("client_metadata_url")
+    @classmethod
+    def _metadata_document_url(cls, url: str | None) -> str | None:
+        if url is not None and (url_problem(url) is not None or not _is_metadata_document_url(url)):
+            raise ValueError(
+                "oauth.client_metadata_url must be an https:// URL with a path to the client's metadata document, "
+                'e.g. "https://example.com/mcp-supervisor.json" (it becomes the client id)'
+            )
+        return url
 
     @field_validator("issuer")
     @classmethod
@@ -333,15 +360,42 @@ class ServerSettings(_Inheritable):
                 f"{where}: 'bearer_token_env_var' and an [mcp_servers.{self.name}.oauth] table both set the "
                 "Authorization header; keep one"
             )
-        if oauth.grant == "client_credentials" and (oauth.client_id is None or oauth.client_secret_env_var is None):
+        if oauth.grant == "client_credentials" and (
+            oauth.client_id is None or (oauth.client_secret_env_var is None and oauth.private_key_file is None)
+        ):
             raise ValueError(
                 f'{where}: oauth.grant = "client_credentials" needs oauth.client_id and oauth.client_secret_env_var '
-                '(the variable that holds the client secret); set both, or use grant = "authorization_code"'
+                "(the variable that holds the client secret) or oauth.private_key_file (private_key_jwt); "
+                'set them, or use grant = "authorization_code"'
             )
+        self._check_oauth_issue_13(where, oauth)
         if oauth.client_secret_env_var is not None and oauth.client_id is None:
             raise ValueError(
                 f"{where}: oauth.client_secret_env_var needs oauth.client_id (a secret belongs to a pre-registered "
                 "client); set client_id, or remove client_secret_env_var to register dynamically"
+            )
+
+    def _check_oauth_issue_13(self, where: str, oauth: OAuthSettings) -> None:
+        """CIMD, private_key_jwt and the issuer a machine client's credentials belong to (issue 13)."""
+        if oauth.private_key_file is not None and oauth.client_secret_env_var is not None:
+            raise ValueError(
+                f"{where}: oauth.private_key_file and oauth.client_secret_env_var are two ways to authenticate "
+                "the client; keep one"
+            )
+        if oauth.private_key_file is not None and oauth.interactive:
+            raise ValueError(
+                f'{where}: oauth.private_key_file (private_key_jwt) applies to grant = "client_credentials" only'
+            )
+        if oauth.client_metadata_url is not None and not oauth.interactive:
+            raise ValueError(
+                f'{where}: oauth.client_metadata_url (a CIMD client id) applies to grant = "authorization_code" '
+                "only; a client_credentials client is pre-registered (client_id)"
+            )
+        if not oauth.interactive and oauth.issuer is None:
+            raise ValueError(
+                f'{where}: oauth.grant = "client_credentials" needs oauth.issuer, the authorization server that '
+                "issued the client's credentials (they are only ever sent there); "
+                'set it, e.g. issuer = "https://auth.example.com"'
             )
 
     @property
@@ -373,7 +427,10 @@ class ServerSettings(_Inheritable):
             # Who the client is and what it asks for may change what it sees; the
             # token never enters the target: a refresh is not a new identity (I6).
             oauth = self.oauth
-            target += f"#oauth={_digest([oauth.grant, oauth.client_id, sorted(oauth.scopes)])[:16]}"
+            client: list[Any] = [oauth.grant, oauth.client_id, sorted(oauth.scopes)]
+            if oauth.client_metadata_url is not None:
+                client.append(oauth.client_metadata_url)  # a CIMD client id is who the client is
+            target += f"#oauth={_digest(client)[:16]}"
         return target
 
     def secret_values(self) -> list[str]:

@@ -82,10 +82,16 @@ def _describe_oauth(server: ServerSettings) -> str:
 
     oauth = server.oauth
     assert oauth is not None
-    return (
+    text = (
         f"  oauth = grant {oauth.grant}, scopes {' '.join(oauth.scopes) or '(server default)'}, "
         f"client_id {oauth.client_id or '(dynamic registration)'}, "
         f"client_secret_env_var {oauth.client_secret_env_var or '(none)'}, "
         f"redirect_port {oauth.redirect_port or '(any)'}, issuer {oauth.issuer or '(discovered)'}, "
         f"token file {token_file(oauth, server.name)}"
     )
+    # Issue 13: the key's path and algorithm only, never its bytes.
+    if oauth.client_metadata_url is not None:
+        text += f", client_metadata_url {oauth.client_metadata_url}"
+    if oauth.private_key_file is not None:
+        text += f", private_key_file {oauth.private_key_file} ({oauth.signing_algorithm})"
+    return text

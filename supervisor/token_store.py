@@ -45,6 +45,35 @@ class TokenFileRefused(ConfigError):
     """A token file exists but must not be used (too wide a mode, or unreadable)."""
 
 
+class KeyFileRefused(ConfigError):
+    """A ``private_key_file`` must not be used: missing, unreadable, or readable by others (issue 13)."""
+
+
+def read_private_key(path: Path, server: str) -> str:
+    """The PEM text of ``oauth.private_key_file``, under the token file's rule: mode 0600 or narrower.
+
+    The message of every refusal names the file and the fix, never a byte of the key.
+
+    Raises:
+        KeyFileRefused: The file is missing or unreadable, or its mode is wider than 0600.
+    """
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise KeyFileRefused(
+                f"server {server!r}: the private key file {path} has mode {mode:04o}, wider than 0600, so other "
+                f"users may have read it; it is not used. Run `chmod 600 {path}` (and replace the key at the "
+                "authorization server if anyone else may have read it)"
+            )
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not a PEM text file"
+        raise KeyFileRefused(
+            f"server {server!r}: cannot read the private key file {path} ({why}); "
+            "check oauth.private_key_file (a PEM private key, mode 0600)"
+        ) from None
+
+
 def read_document(path: Path, server: str) -> dict[str, Any] | None:
     """The file's JSON document, None if there is none.
 
@@ -90,8 +119,14 @@ def write_document(path: Path, document: dict[str, Any]) -> None:
         raise
 
 
+def step_up_file(path: Path) -> Path:
+    """Where a pending scope step-up of the token file ``path`` is recorded (issue 13)."""
+    return path.with_name(f"{path.stem}.step-up.json")
+
+
 def forget(path: Path) -> bool:
-    """Delete the token file (``logout``); whether there was one."""
+    """Delete the token file (``logout``) and any step-up record; whether there was a token file."""
+    step_up_file(path).unlink(missing_ok=True)
     try:
         path.unlink()
     except FileNotFoundError:
@@ -159,6 +194,26 @@ class FileTokenStorage:
         except ValueError:
             return None
 
+    # -- scope step-up (issue 13) --------------------------------------------------------
+
+    # Kept beside the token file, not in it: ``run`` records a step-up, and a
+    # change of the token file itself is what wakes a server parked in needs_login.
+
+    def step_up(self) -> tuple[str, int] | None:
+        """The scope a step-up asked for and how many logins have asked for it, None if none is pending."""
+        document = read_document(step_up_file(self.path), self._server) or {}
+        scope, attempts = document.get("scope"), document.get("attempts")
+        if document.get("server_url") != self._url or not isinstance(scope, str) or not scope:
+            return None
+        return scope, attempts if isinstance(attempts, int) else 0
+
+    def set_step_up(self, scope: str, attempts: int) -> None:
+        """Record (or, with an empty ``scope``, clear) the step-up ``login`` must ask for."""
+        if scope:
+            write_document(step_up_file(self.path), {"server_url": self._url, "scope": scope, "attempts": attempts})
+        else:
+            step_up_file(self.path).unlink(missing_ok=True)
+
     # -- the SDK's TokenStorage protocol --------------------------------------------------
 
     async def get_tokens(self) -> OAuthToken | None:
@@ -214,12 +269,14 @@ class MemoryTokenStorage:
 
 __all__ = [
     "FileTokenStorage",
+    "KeyFileRefused",
     "MemoryTokenStorage",
     "TokenFileRefused",
     "default_store_dir",
     "file_signature",
     "forget",
     "read_document",
+    "read_private_key",
     "token_file",
     "write_document",
 ]
