@@ -12,7 +12,9 @@ import inspect
 from pathlib import Path
 from typing import Any, Final
 
+import httpx2
 import pytest
+import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.client.auth import OAuthClientProvider, utils
@@ -24,11 +26,12 @@ from supervisor._compat_oauth import (
     MAX_AUTHORIZATIONS_PER_STEP_UP,
     CappedClientCredentialsProvider,
     CappedPrivateKeyJWTProvider,
+    IssuerMismatch,
     StepUpRefused,
 )
 from supervisor.errors import ConfigError, UpstreamUnavailable
 from supervisor.login import LoginFailed, _count_step_up_login
-from supervisor.oauth import machine_provider, record_step_up
+from supervisor.oauth import build_run_auth, machine_provider, record_step_up
 from supervisor.settings import OAuthSettings, ServerSettings, load_settings
 from supervisor.settings_check import describe_settings
 from supervisor.token_store import FileTokenStorage, file_signature, forget, token_file
@@ -192,3 +195,55 @@ def test_the_private_sdk_names_issue_13_relies_on_still_exist() -> None:
     for message in ISSUER_ERRORS:
         assert message in sdk_text, message
     assert "insufficient_scope" in inspect.getsource(OAuthClientProvider._auth_flow)
+
+
+# -- an issuer mismatch in `run` parks, by name ----------------------------------------------------
+
+AS_URL: Final = "https://as.remote.example/"
+
+
+def _authorization_server(request: httpx2.Request) -> httpx2.Response:
+    """A protected resource whose metadata names ``AS_URL``, and that server's metadata (no token endpoint use)."""
+    path = request.url.path
+    if path == "/.well-known/oauth-protected-resource/mcp":
+        return httpx2.Response(200, json={"resource": URL, "authorization_servers": [AS_URL]})
+    if path == "/.well-known/oauth-authorization-server":
+        return httpx2.Response(
+            200,
+            json={
+                "issuer": AS_URL,
+                "authorization_endpoint": f"{AS_URL}authorize",
+                "token_endpoint": f"{AS_URL}token",
+                "response_types_supported": ["code"],
+            },
+        )
+    if path == "/token":
+        return httpx2.Response(200, json={"access_token": "CANARYACCESS", "token_type": "Bearer"})
+    challenge = 'Bearer resource_metadata="https://remote.example/.well-known/oauth-protected-resource/mcp"'
+    return httpx2.Response(401, headers={"WWW-Authenticate": challenge})
+
+
+async def test_a_machine_grant_led_to_another_issuer_stops_with_a_named_reason_and_parks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("R_SECRET", "CANARYSECRET")
+    oauth = OAuthSettings(
+        grant="client_credentials", client_id="c", client_secret_env_var="R_SECRET", issuer="https://other.example"
+    )
+    server = ServerSettings(name="r", url=URL, oauth=oauth)
+    run_auth = build_run_auth(server)
+    requests: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request.url.path)
+        return _authorization_server(request)
+
+    with trio.fail_after(5):
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler), auth=run_auth.auth) as client:
+            with pytest.raises(IssuerMismatch, match=r"identity did not check out \(Authorization server metadata"):
+                await client.get(URL)
+    assert "/token" not in requests  # the credentials never went to the other server
+    error = run_auth.needs_login()
+    assert error is not None and error.token_file is None  # parks until the settings change: no retry loop
+    assert str(error).startswith("server 'r': the authorization server's identity did not check out")
+    assert "CANARY" not in str(error)
