@@ -120,10 +120,12 @@ class StepUpAwareProvider(OAuthClientProvider):
         return scope
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        self.step_up_scope = None
         flow = super()._auth_flow(request)
         try:
             outgoing = await flow.__anext__()
+            # Only now: the SDK's flow holds the context's lock from its first request on, so a
+            # concurrent request's flow cannot clear a step-up this flow is still handling.
+            self.step_up_scope = None
             while True:
                 response = yield outgoing
                 if (
@@ -204,7 +206,7 @@ class SupervisorOAuthProvider(StepUpAwareProvider, OAuthClientProvider):
         self._extra_scope = extra_scope
         """``login``: scopes every authorization asks for on top of the SDK's choice (config, a pending step-up)."""
         self._on_step_up = on_step_up
-        """Headless: records a step-up (wanted, missing scopes) for the next ``login``; returns why a person must act."""
+        """Headless: records a step-up (wanted, missing scopes) for the next ``login``; says why a person must act."""
         self._bound_issuer: str | None = None
         self._headless = headless
         self._refreshing_on_401 = False

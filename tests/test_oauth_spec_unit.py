@@ -9,17 +9,20 @@ compat module relies on. End to end: ``tests/test_oauth_spec_e2e.py``.
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 import httpx2
 import pytest
 import trio
+import trio.testing
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.client.auth import OAuthClientProvider, utils
 from mcp.client.auth.extensions import client_credentials
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from supervisor._compat_oauth import (
     ISSUER_ERRORS,
@@ -27,11 +30,13 @@ from supervisor._compat_oauth import (
     CappedClientCredentialsProvider,
     CappedPrivateKeyJWTProvider,
     IssuerMismatch,
+    StepUpNeeded,
     StepUpRefused,
+    SupervisorOAuthProvider,
 )
 from supervisor.errors import ConfigError, UpstreamUnavailable
 from supervisor.login import LoginFailed, _count_step_up_login
-from supervisor.oauth import build_run_auth, machine_provider, record_step_up
+from supervisor.oauth import build_run_auth, client_metadata, machine_provider, record_step_up
 from supervisor.settings import OAuthSettings, ServerSettings, load_settings
 from supervisor.settings_check import describe_settings
 from supervisor.token_store import FileTokenStorage, file_signature, forget, token_file
@@ -247,3 +252,49 @@ async def test_a_machine_grant_led_to_another_issuer_stops_with_a_named_reason_a
     assert error is not None and error.token_file is None  # parks until the settings change: no retry loop
     assert str(error).startswith("server 'r': the authorization server's identity did not check out")
     assert "CANARY" not in str(error)
+
+
+async def test_a_concurrent_request_cannot_make_a_step_up_in_progress_look_like_a_plain_401(tmp_path: Path) -> None:
+    storage = _storage(tmp_path)
+    await storage.set_tokens(OAuthToken(access_token="CANARYACCESS", refresh_token="CANARYREFRESH", scope="mcp"))
+    await storage.set_client_info(
+        OAuthClientInformationFull(client_id="c", redirect_uris=["http://127.0.0.1/callback"], issuer=AS_URL)  # type: ignore[list-item]
+    )
+    provider = SupervisorOAuthProvider(
+        URL,
+        client_metadata(OAuthSettings(), None),
+        storage,
+        headless=True,
+        on_step_up=partial(record_step_up, storage, "r"),
+    )
+    discovering, release = trio.Event(), trio.Event()
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/.well-known/oauth-protected-resource/mcp":
+            discovering.set()
+            await release.wait()
+        if request.url.path == "/mcp" and request.headers.get("x-request") == "b":
+            return httpx2.Response(200)
+        if request.url.path == "/mcp":
+            challenge = 'Bearer error="insufficient_scope", scope="mcp mcp:admin"'
+            return httpx2.Response(403, headers={"WWW-Authenticate": challenge})
+        return _authorization_server(request)
+
+    async def step_up() -> None:
+        with pytest.raises(StepUpNeeded, match=r"requires scope 'mcp:admin'"):
+            await client.get(URL, headers={"x-request": "a"})
+
+    async def plain() -> None:
+        assert (await client.get(URL, headers={"x-request": "b"})).status_code == 200
+
+    with trio.fail_after(5):
+        async with (
+            httpx2.AsyncClient(transport=httpx2.MockTransport(handler), auth=provider) as client,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(step_up)
+            await discovering.wait()  # the step-up holds the flow's lock, mid-discovery
+            nursery.start_soon(plain)
+            await trio.testing.wait_all_tasks_blocked()  # the plain request's flow waits for that lock
+            release.set()
+    assert storage.step_up() == ("mcp mcp:admin", 0)
