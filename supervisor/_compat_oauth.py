@@ -220,9 +220,10 @@ class SupervisorOAuthProvider(StepUpAwareProvider, OAuthClientProvider):
         tokens = self.context.current_tokens
         if tokens is not None and tokens.expires_in is not None:
             self.context.update_token_expiry(tokens)
-        client = self.context.client_info
-        if client is not None and client.client_id != self.context.client_metadata_url:
-            self._bound_issuer = client.issuer  # a CIMD client id is portable: no binding to check
+        if self.context.client_info is not None:
+            # The issuer the stored client (and so its tokens) came from. A CIMD client id is portable,
+            # but `login` stamps it afresh each time, so a change still means the tokens are another's.
+            self._bound_issuer = self.context.client_info.issuer
 
     def _expected_issuer(self) -> str:
         expected = super()._expected_issuer()

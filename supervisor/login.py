@@ -230,10 +230,13 @@ async def login(settings: Settings, name: str, *, out: TextIO = sys.stdout) -> N
                 stored = storage.stored_client()
             except TokenFileRefused:
                 stored = None  # login replaces a refused file
-            registered_here = stored is not None and listener.redirect_uri in [
-                str(u) for u in stored.redirect_uris or []
-            ]
+            registered_here = (
+                stored is not None
+                and listener.redirect_uri in [str(u) for u in stored.redirect_uris or []]
+                and stored.client_id != oauth.client_metadata_url
+            )
             # A login always asks the person again; a dynamic registration for another redirect port is useless.
+            # A CIMD client is made afresh (no request), so it is stamped with the issuer this login uses.
             storage.clear_tokens(keep_client=registered_here)
 
             states: list[str] = []

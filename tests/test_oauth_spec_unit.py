@@ -27,6 +27,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from supervisor._compat_oauth import (
     ISSUER_ERRORS,
     MAX_AUTHORIZATIONS_PER_STEP_UP,
+    AuthorizationServerMoved,
     CappedClientCredentialsProvider,
     CappedPrivateKeyJWTProvider,
     IssuerMismatch,
@@ -298,3 +299,34 @@ async def test_a_concurrent_request_cannot_make_a_step_up_in_progress_look_like_
             await trio.testing.wait_all_tasks_blocked()  # the plain request's flow waits for that lock
             release.set()
     assert storage.step_up() == ("mcp mcp:admin", 0)
+
+
+@pytest.mark.parametrize("client_id", ["c", "https://me.example/mcp-supervisor.json"])
+async def test_a_headless_provider_whose_authorization_server_moved_stops_before_registering_anywhere(
+    tmp_path: Path, client_id: str
+) -> None:
+    storage = _storage(tmp_path)
+    await storage.set_tokens(OAuthToken(access_token="CANARYACCESS", refresh_token="CANARYREFRESH", scope="mcp"))
+    old = "https://old-as.remote.example/"
+    await storage.set_client_info(
+        OAuthClientInformationFull(client_id=client_id, redirect_uris=["http://127.0.0.1/callback"], issuer=old)  # type: ignore[list-item]
+    )
+    provider = SupervisorOAuthProvider(
+        URL,
+        client_metadata(OAuthSettings(), None),
+        storage,
+        headless=True,
+        client_metadata_url="https://me.example/mcp-supervisor.json",
+    )
+    requests: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request.url.path)
+        return _authorization_server(request)  # 401, and the metadata names AS_URL
+
+    with trio.fail_after(5):
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler), auth=provider) as client:
+            with pytest.raises(AuthorizationServerMoved):
+                await client.get(URL)
+    assert provider.login_required == f"its authorization server moved from {old} to {AS_URL}"
+    assert not {"/register", "/token", "/.well-known/oauth-authorization-server"} & set(requests)
