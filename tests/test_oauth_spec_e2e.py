@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import MCPError
 
-from tests.e2e import open_host, run_cli, text_of
+from tests.e2e import open_host, run_cli, text_of, write_settings
 from tests.test_oauth_e2e import (
     BOUND_SEC,
     ECHO,
@@ -53,16 +53,25 @@ def token_document(tmp_path: Path) -> dict[str, object]:
     return document
 
 
-async def test_a_cimd_only_server_gets_the_metadata_document_url_as_client_id_without_registration(
+async def test_a_cimd_only_server_gets_the_metadata_document_url_as_client_id_and_login_copes_with_a_step_up(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     outputs = Outputs()
     with trio.fail_after(BOUND_SEC):
-        async with open_auth_server(tmp_path, "--cimd-url", CIMD_URL) as auth:
-            config = remote_settings(tmp_path, auth.url, client_metadata_url=CIMD_URL)
+        # This server also wants mcp:admin once the session is up (the handshake's `notifications/initialized`):
+        # one login run, two authorizations through one redirect listener.
+        step_up = ("--step-up-tool", "notifications/initialized")
+        async with open_auth_server(tmp_path, "--cimd-url", CIMD_URL, *step_up) as auth:
+            config = write_settings(
+                tmp_path,
+                {"remote": {"url": auth.url, "protocol": "legacy", "oauth": {"client_metadata_url": CIMD_URL}}},
+                supervisor={"token_store": str(tmp_path / "store")},
+            )
             await login(config, tmp_path, outputs)
             assert auth.events("register") == []  # no dynamic registration: there is no endpoint for it
-            assert [e["client_id"] for e in auth.events("authorize")] == [CIMD_URL]
+            authorizations = auth.events("authorize")
+            assert [e["client_id"] for e in authorizations] == [CIMD_URL, CIMD_URL]
+            assert [e["scopes"] for e in authorizations] == [["mcp"], ["mcp", "mcp:admin"]]
             async with open_host(config) as host:
                 await host.wait_tools(lambda names: ECHO in names)
                 assert text_of(await host.call(ECHO, {"text": "cimd"})) == "cimd"
