@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+import anyio
 import trio
 
 from supervisor import fleet_scripts as scripts
@@ -68,8 +69,12 @@ class FleetSubscriber:
             await self._store.wait_up()
             try:
                 await self._subscribe_once()
-            except Exception as exc:  # the subscription's boundary: any failure means rebuild
-                logger.debug("catalog store subscription ended (%s); rebuilding", type(exc).__name__)
+            except* (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                # coredis's own cleanup of a torn-down subscription raises these (also while we are
+                # being cancelled, beside the Cancelled, which except* lets through).
+                logger.debug("catalog store subscription connection closed; rebuilding")
+            except* Exception as group:  # the subscription's boundary: any other failure means rebuild
+                logger.debug("catalog store subscription ended (%r); rebuilding", group.exceptions[0])
             finally:
                 self.subscribed = False
             self.rebuilds += 1
