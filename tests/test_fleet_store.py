@@ -48,7 +48,8 @@ def listing(*names: str) -> types.ListToolsResult:
 
 
 def payload(*names: str) -> str:
-    return '{"v":%s,"s":"private","i":"%s"}' % (listing(*names).model_dump_json(by_alias=True), IDENTITY)
+    value = listing(*names).model_dump_json(by_alias=True)
+    return f'{{"v":{value},"s":"private","i":"{IDENTITY}"}}'
 
 
 async def test_an_eviction_racing_an_in_flight_fetch_on_another_sidecar_leaves_nothing_readable(
@@ -136,8 +137,7 @@ async def _fetch(cache: CatalogCache, server: ServerSettings, identity: str, res
 
 async def _drained(cache: CatalogCache) -> None:
     assert cache.fleet is not None
-    while cache.fleet.outbox_depth:
-        await trio.sleep(0.01)  # polling the outbox: it has no "drained" event
+    await cache.fleet.wait_outbox_drained()
 
 
 async def test_a_cold_cache_reuses_another_sidecars_entry_only_under_the_same_principal_and_identity(
@@ -223,8 +223,10 @@ async def test_a_paused_store_costs_a_sync_one_operation_timeout_then_the_breake
             for _ in range(20):
                 with pytest.raises(CatalogStoreUnavailable):
                     await store.prepare(TARGET, TOOLS_LIST)
-            assert store.state == "down"
-            print(f"paused: first call {first * 1000:.0f} ms, then 20 calls in {(trio.current_time() - started) * 1000:.1f} ms")
+            state: str = store.state
+            assert state == "down"
+            rest_ms = (trio.current_time() - started) * 1000
+            print(f"paused: first call {first * 1000:.0f} ms, then 20 calls in {rest_ms:.1f} ms")
             await store.wait_up()  # the prober closes the breaker once the pause ends
             await store.prepare(TARGET, TOOLS_LIST)
             # Only the first call (held by the pause) and the last reached Redis: the breaker answered the rest.
