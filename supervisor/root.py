@@ -122,7 +122,9 @@ class Supervisor:
         self.registry = Registry(on_change=self.catalog_changed.notify)
         self.cache = CatalogCache(principal=settings.supervisor.principal, store=settings.supervisor.catalog_store)
         self.cache.resync = self._fleet_resync
-        self.metrics = Metrics(statuses=self.statuses, catalog_size=lambda: len(self.registry))
+        self.metrics = Metrics(
+            statuses=self.statuses, catalog_size=lambda: len(self.registry), store_status=self.cache.store_status
+        )
         self.actors: dict[str, ServerActor] = {}
         self.disabled: dict[str, ServerStatus] = {}
         concurrency = settings.supervisor.spawn_concurrency
