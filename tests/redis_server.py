@@ -105,10 +105,10 @@ class RedisServer:
             return False
         return reply.startswith((b"+PONG", b"-NOAUTH"))
 
-    def command(self, *args: str) -> bytes:
-        """Send one command (inline protocol, authenticated if needed); return the raw reply."""
+    def command(self, *args: str, bound_sec: float = 5.0) -> bytes:
+        """Send one command (inline protocol, authenticated if needed); return the raw reply (bounded wait)."""
         with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(5.0)
+            sock.settimeout(bound_sec)
             sock.connect(str(self.socket_path))
             if self.password:
                 sock.sendall(f"AUTH {self.password}\r\n".encode())
