@@ -130,8 +130,9 @@ async def test_calls_and_syncs_go_on_while_redis_is_dead_or_paused_and_reuse_ret
                 assert (await store_status(http, admin))["state"] == "down"
 
                 own_redis.start()  # same socket, empty: the epoch is new
-                while (status := await store_status(http, admin))["state"] != "up" or status["outbox_depth"]:
-                    await trio.sleep(0.05)  # polling another process's state: it has no event for us
+                # Polling another process's state: it has no event for us.
+                while (status := await store_status(http, admin))["state"] != "up" or status["outbox_depth"]:  # noqa: ASYNC110
+                    await trio.sleep(0.05)
 
                 pause_sec = scaled(4)
                 own_redis.command("CLIENT", "PAUSE", str(round(pause_sec * 1000)), "ALL")
