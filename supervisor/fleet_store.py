@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
@@ -34,6 +35,7 @@ import trio
 from coredis.retry import NoRetryPolicy
 
 from supervisor import fleet_scripts as scripts
+from supervisor._coredis_compat import patch_connection_cleanup
 from supervisor.errors import CatalogStoreUnavailable
 from supervisor.settings import CatalogStoreSettings
 
@@ -83,10 +85,13 @@ class FleetStore:
         self.reason: str | None = None
         self.timeout_sec = settings.operation_timeout_ms / 1000
         self._on_state = on_state
+        self.probe_times: deque[float] = deque(maxlen=16)
+        """When the last probes started (``trio.current_time()``): the breaker's backoff, observable."""
         self._run_prefix = ""
         self._broken = trio.Event()
         self._up = trio.Event()
         self._secret = settings.url.get_secret_value()
+        patch_connection_cleanup()
         self._client: coredis.Redis[str] = coredis.Redis.from_url(
             self._secret,
             decode_responses=True,
@@ -130,6 +135,7 @@ class FleetStore:
                     delay = min(delay * 2, PROBE_MAX_SEC)
 
     async def _probe_once(self) -> None:
+        self.probe_times.append(trio.current_time())
         try:
             info: dict[str, Any] = await self._client.info("server")
         except _FAILURES as exc:

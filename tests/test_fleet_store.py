@@ -9,17 +9,22 @@ the tests that kill, pause or flush a server start their own.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
 import trio
+import trio.testing
+from coredis.connection._uds import UnixDomainSocketConnection, UnixDomainSocketLocation
 from mcp.client.caching import CacheEntry, CacheKey
 from pydantic import SecretStr
 
+from supervisor._coredis_compat import CONNECTION_STREAMS
 from supervisor.cache import TOOLS_LIST, CatalogCache
 from supervisor.errors import CatalogStoreUnavailable
 from supervisor.fleet_scripts import target_id
@@ -264,3 +269,38 @@ async def test_a_wrong_password_is_one_warning_and_a_store_state_that_never_show
     assert "***" in str(status["url"])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
+
+
+async def test_the_breaker_probes_an_unreachable_store_with_doubling_delays_and_warns_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Virtual clock: probes at 0, then 0.1, 0.2, 0.4 … s apart up to 5 s; calls fail at once meanwhile."""
+    settings = store_settings(f"unix://{tmp_path}/nothing-listens-here.sock")
+    store = FleetStore(settings, origin="a")
+    caplog.set_level(logging.INFO, logger="supervisor.fleet_store")
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            start = trio.current_time()
+            await nursery.start(store.run)
+            state: str = store.state
+            assert state == "down"
+            await trio.sleep(20)
+            before = trio.current_time()
+            with pytest.raises(CatalogStoreUnavailable):
+                await store.prepare(TARGET, TOOLS_LIST)
+            assert trio.current_time() == before  # the open breaker answers without waiting
+            nursery.cancel_scope.cancel()
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise([start, *store.probe_times])]
+    assert gaps == [0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0], gaps
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+
+
+def test_coredis_connections_still_carry_the_buffers_the_compat_patch_closes() -> None:
+    """The compat module's assumption: a coredis connection holds these six memory streams."""
+    connection = UnixDomainSocketConnection(UnixDomainSocketLocation("/nonexistent.sock"))
+    try:
+        for name in CONNECTION_STREAMS:
+            assert hasattr(getattr(connection, name), "close"), name
+    finally:
+        for name in CONNECTION_STREAMS:
+            getattr(connection, name).close()
