@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
+import anyio
 import coredis
 import coredis.exceptions
 import trio
@@ -48,7 +49,16 @@ PROBE_MAX_SEC: Final = 5.0
 CONNECT_BOUND_SEC: Final = 1.0
 """The first connection may take this long (at least one operation timeout) before the sidecar starts without it."""
 INDEX_PX_MS: Final = 86_400_000
-_FAILURES: Final = (coredis.exceptions.RedisError, OSError, trio.TooSlowError, TimeoutError)
+STOP_GRACE_SEC: Final = 1.0
+"""At a stop, how long the owner may still use the store (to drain its outbox)."""
+_FAILURES: Final = (
+    coredis.exceptions.RedisError,
+    OSError,
+    trio.TooSlowError,
+    TimeoutError,
+    anyio.ClosedResourceError,  # a pooled connection torn down under us
+    anyio.BrokenResourceError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,19 +102,23 @@ class FleetStore:
         self._up = trio.Event()
         self._secret = settings.url.get_secret_value()
         patch_connection_cleanup()
-        self._client: coredis.Redis[str] = coredis.Redis.from_url(
-            self._secret,
-            decode_responses=True,
-            stream_timeout=max(self.timeout_sec, CONNECT_BOUND_SEC),
-            connect_timeout=max(self.timeout_sec, CONNECT_BOUND_SEC),
-            pool_timeout=max(self.timeout_sec, CONNECT_BOUND_SEC),
-            max_connections=16,
-            retry_policy=NoRetryPolicy(),
-        )
+        self._client = self._new_client()
         self._prepare = self._client.register_script(scripts.PREPARE)
         self._read = self._client.register_script(scripts.READ)
         self._write = self._client.register_script(scripts.WRITE)
         self._evict = self._client.register_script(scripts.EVICT)
+
+    def _new_client(self) -> coredis.Redis[str]:
+        bound_sec = max(self.timeout_sec, CONNECT_BOUND_SEC)
+        return coredis.Redis.from_url(
+            self._secret,
+            decode_responses=True,
+            stream_timeout=bound_sec,
+            connect_timeout=bound_sec,
+            pool_timeout=bound_sec,
+            max_connections=16,
+            retry_policy=NoRetryPolicy(),
+        )
 
     @property
     def client(self) -> coredis.Redis[str]:
@@ -115,24 +129,48 @@ class FleetStore:
     def prefix(self) -> str:
         return self.settings.key_prefix
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold the pool open; connect once (bounded), then probe whenever the breaker is open."""
+    async def run(
+        self,
+        *,
+        before_close: Callable[[], Awaitable[None]] | None = None,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Hold the pool open; connect once (bounded), then probe whenever the breaker is open.
+
+        When cancelled, ``before_close`` runs while the pool is still open, shielded and
+        bounded by ``STOP_GRACE_SEC`` (the owner drains its outbox there).
+        """
         async with self._client:
-            with trio.move_on_after(max(self.timeout_sec, CONNECT_BOUND_SEC)):
-                await self._probe_once()
-            if self.state != "up":
-                self._trip("no answer within the connect bound" if self.reason is None else self.reason)
-            task_status.started()
-            delay = PROBE_INITIAL_SEC
-            while True:
-                if self.state == "up":
-                    await self._broken.wait()
-                    delay = PROBE_INITIAL_SEC
-                await trio.sleep(delay)
+            try:
                 with trio.move_on_after(max(self.timeout_sec, CONNECT_BOUND_SEC)):
                     await self._probe_once()
                 if self.state != "up":
-                    delay = min(delay * 2, PROBE_MAX_SEC)
+                    self._trip("no answer within the connect bound" if self.reason is None else self.reason)
+                task_status.started()
+                await self._serve_probes()
+            finally:
+                if before_close is not None and self.state == "up":
+                    await self._run_before_close(before_close)
+
+    async def _run_before_close(self, before_close: Callable[[], Awaitable[None]]) -> None:
+        # The pool's connections live in a task group our cancellation has reached, so the
+        # last operations go through a client opened here, inside the shield.
+        with trio.CancelScope(shield=True), trio.move_on_after(STOP_GRACE_SEC):
+            self._client = self._new_client()
+            async with self._client:
+                await before_close()
+
+    async def _serve_probes(self) -> None:
+        delay = PROBE_INITIAL_SEC
+        while True:
+            if self.state == "up":
+                await self._broken.wait()
+                delay = PROBE_INITIAL_SEC
+            await trio.sleep(delay)
+            with trio.move_on_after(max(self.timeout_sec, CONNECT_BOUND_SEC)):
+                await self._probe_once()
+            if self.state != "up":
+                delay = min(delay * 2, PROBE_MAX_SEC)
 
     async def _probe_once(self) -> None:
         self.probe_times.append(trio.current_time())
@@ -221,7 +259,9 @@ class FleetStore:
         """The current epoch (made anew after a flush or restart) and generation of (target, method)."""
         keys = self.keys(tid)
         reply: Any = await self._call(
-            lambda: self._prepare(keys=[keys.epoch, keys.generation(method)], args=self._epoch_args())
+            lambda: self._prepare(
+                keys=[keys.epoch, keys.generation(method)], args=self._epoch_args(), client=self._client
+            )
         )
         epoch, generation = _list(reply, 2)
         return Capture(str(epoch), int(generation))
@@ -231,7 +271,9 @@ class FleetStore:
         keys = self.keys(tid)
         reply: Any = await self._call(
             lambda: self._read(
-                keys=[keys.epoch, keys.generation(method), keys.entry(method, arm)], args=self._epoch_args()
+                keys=[keys.epoch, keys.generation(method), keys.entry(method, arm)],
+                args=self._epoch_args(),
+                client=self._client,
             )
         )
         epoch, generation, value, pttl = _list(reply, 4)
@@ -253,6 +295,7 @@ class FleetStore:
                     scripts.channel(self.prefix),
                     event,
                 ],
+                client=self._client,
             )
         )
         return bool(reply)
@@ -265,6 +308,7 @@ class FleetStore:
             lambda: self._evict(
                 keys=[keys.generation(method), keys.index(method)],
                 args=[keys.lock_prefix(method), self.origin, str(lock_px_ms), scripts.channel(self.prefix), event],
+                client=self._client,
             )
         )
         return int(reply)

@@ -13,7 +13,9 @@ through this link's **outbox**, in order, retried until it lands:
   it is sent (``PX`` = what is left), never stored as an absolute time. A write
   behind a pending eviction of its key is dropped; a refused one is dropped.
 
-Nothing on a call path waits for the outbox. A sync waits at most one
+Nothing on a call path waits for the outbox. At a stop, what is left is sent
+(shielded, bounded by ``STOP_GRACE_SEC``), so a sidecar that lists and exits
+still shares what it listed. A sync waits at most one
 operation timeout, in ``prepare`` (the capture, after this key's pending
 evictions have landed) and in ``read``.
 
@@ -32,6 +34,7 @@ except ``prepare`` and ``read``, which are bounded.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -129,7 +132,7 @@ class FleetLink:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await nursery.start(self.store.run)
+            await nursery.start(functools.partial(self.store.run, before_close=self._drain_at_stop))
             await nursery.start(self.subscriber.run)
             nursery.start_soon(self._serve_outbox)
             nursery.start_soon(self._serve_compare)
@@ -187,6 +190,15 @@ class FleetLink:
                 self._outbox.popleft()
             if isinstance(op, _Evict) and not any(o.key == op.key and isinstance(o, _Evict) for o in self._outbox):
                 self._landed.setdefault(op.key, trio.Event()).set()
+
+    async def _drain_at_stop(self) -> None:
+        """At a stop (shielded, bounded by the store): send what is left, in order, while the store is up."""
+        while self._outbox and self.store.state == "up":
+            try:
+                await self._send(self._outbox[0])
+            except CatalogStoreUnavailable:
+                return
+            self._outbox.popleft()
 
     async def _send(self, op: _Op) -> None:
         tid, method = op.key
