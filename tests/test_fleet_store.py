@@ -36,6 +36,8 @@ from tests.redis_server import RedisServer
 pytestmark = pytest.mark.e2e  # a real Redis server process
 
 IDENTITY = "fixture@1.0.0"
+VIRTUAL_BOUND_SEC = 60.0
+"""A bound on the virtual clock (autojump): machine load does not stretch it, so it is not scaled."""
 TARGET = target_id("http://127.0.0.1:1/mcp#headers=x")
 
 
@@ -278,7 +280,7 @@ async def test_the_breaker_probes_an_unreachable_store_with_doubling_delays_and_
     settings = store_settings(f"unix://{tmp_path}/nothing-listens-here.sock")
     store = FleetStore(settings, origin="a")
     caplog.set_level(logging.INFO, logger="supervisor.fleet_store")
-    with trio.fail_after(60):
+    with trio.fail_after(VIRTUAL_BOUND_SEC):
         async with trio.open_nursery() as nursery:
             start = trio.current_time()
             await nursery.start(store.run)
