@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from bench import big_listing, call_path, fleet, reconnect, storm
+from bench import big_listing, call_path, fleet, fleet_store, reconnect, storm
 from bench.harness import cores
 
 BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p2": call_path.run,
     "p3": fleet.run,
     "p4": storm.run,
+    "p5": fleet_store.run,
     "p6": big_listing.run,
 }
 

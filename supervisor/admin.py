@@ -9,7 +9,8 @@ not, which settings enforce).
 * ``GET /healthz``: 200 while the process serves at all.
 * ``GET /readyz``: 200 once every enabled server has finished its first
   attempt (successful or not), else 503 naming the servers still pending.
-* ``GET /status``: JSON, one entry per configured server (see ``status_document``).
+* ``GET /status``: JSON, one entry per configured server (see ``status_document``),
+  plus ``catalog_store``: the backend, its state, fleet vs local hits, outbox depth.
 * ``GET /metrics``: Prometheus text from the Supervisor's own registry.
 
 Concurrency: ``AdminEndpoint.run`` serves in the caller's task until cancelled
@@ -121,5 +122,6 @@ def status_document(supervisor: Supervisor) -> dict[str, Any]:
         "version": __version__,
         "ready": not pending,
         "catalog_tools": len(supervisor.registry),
+        "catalog_store": supervisor.cache.store_status(),
         "servers": servers,
     }

@@ -23,24 +23,40 @@ What the SDK cannot do alone, this module does:
   is removed. The counter lives here, not in a ``Client``, so the rule holds
   across client generations.
 
-Concurrency: every method that changes state is synchronous. The stores are
-in-memory and their async ``ResponseCacheStore`` methods never suspend, so
-under trio each eviction (bump + delete) is atomic with respect to every
-fetch. No mailbox is needed while that holds; a store that does network I/O
-would need one. Time is ``trio.current_time()``, so tests drive it.
+**The fleet store (I14).** With ``[supervisor.catalog_store] backend =
+"redis"`` the cache becomes a real actor (``run``): a ``FleetLink``
+(:mod:`supervisor.fleet_sync`) with an outbox carries every Redis side effect
+(eviction, write) in order, retried until it lands; local effects stay as
+below. A local miss may be answered from the fleet store (a *fleet hit*), but
+only for the identity the fetch was prepared for (``prepare_fetch``), so the
+writer's ``name@version`` travels with the entry. A cold start's first sync
+may then use the store (``first_sync_mode`` is ``use``); with the memory
+backend it stays ``refresh``.
+
+Concurrency: every method that changes local state is synchronous. The local
+stores never suspend, so under trio each local eviction (bump + delete) is
+atomic with respect to every fetch; the fleet side of an eviction is queued in
+the same synchronous step. The only awaits on a sync path are
+``prepare_fetch`` and a local miss's fleet read, each bounded by
+``operation_timeout_ms``. Time is ``trio.current_time()``, so tests drive it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 import trio
 from mcp.client.caching import CacheConfig, CacheEntry, CacheKey, CacheMode
 
-from supervisor.settings import ServerSettings
+from supervisor.fleet_scripts import target_id
+from supervisor.fleet_store import Capture, StoreState, new_origin
+from supervisor.fleet_sync import FleetLink
+from supervisor.registry import Kind
+from supervisor.settings import CatalogStoreSettings, ServerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +64,8 @@ TOOLS_LIST: Final = "tools/list"
 PROMPTS_LIST: Final = "prompts/list"
 CATALOG_METHODS: Final = (TOOLS_LIST, PROMPTS_LIST)
 """The list methods a catalog lifetime may serve; resource lists always bypass the cache (I9)."""
-EvictionReason = Literal["list_changed", "unknown_tool", "identity", "config", "race"]
+EvictionReason = Literal["list_changed", "unknown_tool", "identity", "config", "race", "fleet"]
+_KIND_OF_METHOD: Final[dict[str, Kind]] = {TOOLS_LIST: "tools", PROMPTS_LIST: "prompts"}
 
 
 class ServerCacheStore:
@@ -58,20 +75,43 @@ class ServerCacheStore:
     suspend, so each operation is atomic under trio.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, link: FleetLink | None = None, tid: str = "") -> None:
         self._entries: dict[CacheKey, CacheEntry] = {}
         self.hits = 0
+        """Fresh entries served, local and fleet."""
+        self.fleet_hits = 0
+        """Of ``hits``, those the fleet store answered after a local miss."""
         self.writes = 0
+        self._link = link
+        self.tid = tid
+        self.captures: dict[str, Capture] = {}
+        """Per method: the fleet epoch and generation the running fetch's write is guarded by."""
+        self.identity: str | None = None
+        """The identity the running fetch was prepared for; fleet entries of any other are misses."""
+        self.fleet_reads = False
+        """Whether a local miss may ask the fleet store (only a prepared ``use`` fetch)."""
 
     async def get(self, key: CacheKey) -> CacheEntry | None:
         entry = self._entries.get(key)
-        if entry is not None and entry.expires_at is not None and entry.expires_at > trio.current_time():
+        now = trio.current_time()
+        if entry is not None and entry.expires_at is not None and entry.expires_at > now:
             self.hits += 1
+            return entry
+        if self._link is not None and self.fleet_reads and self.identity is not None:
+            fleet_entry = await self._link.read((self.tid, key.method), key.partition, self.identity)
+            if fleet_entry is not None:
+                self._entries[key] = fleet_entry
+                self.hits += 1
+                self.fleet_hits += 1
+                return fleet_entry
         return entry
 
     async def set(self, key: CacheKey, entry: CacheEntry) -> None:
         self.writes += 1
         self._entries[key] = entry
+        capture = self.captures.get(key.method)
+        if self._link is not None and capture is not None and self.identity is not None:
+            self._link.enqueue_write((self.tid, key.method), key.partition, capture, entry, self.identity)
 
     async def delete(self, key: CacheKey) -> None:
         self._entries.pop(key, None)
@@ -102,6 +142,7 @@ class CacheStats:
 
     hits: int = 0
     misses: int = 0
+    fleet_hits: int = 0
     evictions: Counter[str] = field(default_factory=Counter)
 
 
@@ -115,20 +156,67 @@ class FetchTicket:
     writes_before: int
     hits_before: int
     mode: CacheMode
+    fleet_hits_before: int = 0
 
 
 class CatalogCache:
     """Owns every server's store, the eviction generations and the identity ledger."""
 
-    def __init__(self, *, principal: str) -> None:
+    def __init__(self, *, principal: str, store: CatalogStoreSettings | None = None) -> None:
         self._principal = principal
         self._stores: dict[str, ServerCacheStore] = {}
         self._generations: Counter[tuple[str, str]] = Counter()
         self._writer_identity: dict[str, str] = {}
         self._stats: dict[str, CacheStats] = {}
+        self._store_settings = store if store is not None else CatalogStoreSettings()
+        self._targets: dict[str, str] = {}
+        """server -> target id (the fleet store's hash tag), as last configured."""
+        self.resync: Callable[[str, CacheMode, frozenset[Kind]], None] | None = None
+        """Set by the owner: ask a server's actor for a sync (a fleet eviction's re-sync)."""
+        self.fleet: FleetLink | None = None
+        if self._store_settings.backend == "redis":
+            self.fleet = FleetLink(
+                self._store_settings,
+                origin=new_origin(),
+                evict_local=self._evict_from_fleet,
+                servers_of=self._servers_of,
+                resync=self._fleet_resync,
+            )
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The CacheActor: with the redis backend, run the fleet link (outbox, subscriber, compare) until cancelled.
+
+        With the memory backend there is nothing to run: it returns once started.
+        """
+        if self.fleet is None:
+            task_status.started()
+            return
+        await self.fleet.run(task_status=task_status)
+
+    @property
+    def first_sync_mode(self) -> CacheMode:
+        """A cold start's first sync: ``use`` the fleet store (redis), else ``refresh`` (memory, I4)."""
+        return "use" if self.fleet is not None else "refresh"
+
+    async def prepare_fetch(self, server: str, method: str, mode: CacheMode, identity: str | None) -> None:
+        """Before a fetch: capture the fleet generation its write is guarded by (bounded; no-op for memory)."""
+        store = self._store(server)
+        store.identity = identity
+        store.fleet_reads = False
+        store.captures.pop(method, None)
+        if self.fleet is None or identity is None or mode == "bypass":
+            return
+        capture = await self.fleet.prepare((store.tid, method))
+        if capture is not None:
+            store.captures[method] = capture
+            store.fleet_reads = mode == "use"
 
     def config_for(self, settings: ServerSettings) -> CacheConfig:
         """The ``CacheConfig`` for a new client generation of ``settings.name`` (same store every time)."""
+        tid = target_id(settings.target)
+        if self._targets.get(settings.name) != tid:
+            self._targets[settings.name] = tid
+            self._store(settings.name).tid = tid
         return CacheConfig(
             store=self._store(settings.name),
             partition=self._principal,
@@ -147,13 +235,17 @@ class CatalogCache:
         if writer is not None:
             logger.info("server=%s identity %s differs from %s: relisting", server, identity or "anonymous", writer)
             self.evict(server, "identity")
+        elif self.fleet is not None and identity is not None:
+            # Fleet entries carry their writer's identity: a read accepts only this one.
+            return mode
         # With no writer on record the entry (if any) is of unknown origin; a refresh overwrites it.
         return "refresh"
 
     def begin_fetch(self, server: str, mode: CacheMode, method: str = TOOLS_LIST) -> FetchTicket:
         """Capture the eviction generation of ``method`` before a fetch."""
         store = self._store(server)
-        return FetchTicket(server, method, self._generations[(server, method)], store.writes, store.hits, mode)
+        generation = self._generations[(server, method)]
+        return FetchTicket(server, method, generation, store.writes, store.hits, mode, store.fleet_hits)
 
     def finish_fetch(self, ticket: FetchTicket, identity: str | None) -> bool:
         """Account for a finished fetch; return False if an eviction raced it (its write was removed).
@@ -166,6 +258,7 @@ class CatalogCache:
         if ticket.mode == "use":
             if store.hits > ticket.hits_before:
                 stats.hits += 1
+                stats.fleet_hits += store.fleet_hits > ticket.fleet_hits_before
             else:
                 stats.misses += 1
         if self._generations[(server, ticket.method)] != ticket.generation:
@@ -185,11 +278,17 @@ class CatalogCache:
         """Evict ``server``'s entries of ``methods``: bump each generation first, then delete (I7).
 
         The identity on record goes too, so the next reuse of any method relists.
+        With the fleet store the same eviction is queued for every sidecar (I14),
+        in this synchronous step, unless it came from the fleet (``reason="fleet"``).
         """
         dropped = 0
+        store = self._store(server)
         for method in methods:
             self._generations[(server, method)] += 1
-            dropped += self._store(server).delete_method(method)
+            dropped += store.delete_method(method)
+            store.captures.pop(method, None)
+            if self.fleet is not None and reason != "fleet" and store.tid:
+                self.fleet.enqueue_evict((store.tid, method))
         self._writer_identity.pop(server, None)
         self._stats_for(server).evictions[reason] += 1
         logger.debug("server=%s evicted %d %s entries (%s)", server, dropped, "/".join(methods), reason)
@@ -202,12 +301,51 @@ class CatalogCache:
             "entries": len(entries),
             "remaining_sec": sorted(round(remaining, 1) for _key, remaining in entries),
             "hits": stats.hits,
+            "fleet_hits": stats.fleet_hits,
             "misses": stats.misses,
             "evictions": dict(stats.evictions),
         }
 
+    def store_status(self) -> dict[str, object]:
+        """The catalog store's status fields: backend, state, fleet vs local hits, outbox depth."""
+        stores = self._stores.values()
+        hits, fleet_hits = sum(s.hits for s in stores), sum(s.fleet_hits for s in stores)
+        document: dict[str, object] = {
+            "backend": self._store_settings.backend,
+            "state": "local" if self.fleet is None else self.fleet.state,
+            "local_hits": hits - fleet_hits,
+            "fleet_hits": fleet_hits,
+            "outbox_depth": 0 if self.fleet is None else self.fleet.outbox_depth,
+        }
+        if self.fleet is not None:
+            document["url"] = self._store_settings.masked_url
+            document["reason"] = self.fleet.store.reason
+            document["subscribed"] = self.fleet.subscriber.subscribed
+        return document
+
+    @property
+    def store_state(self) -> StoreState | Literal["local"]:
+        return "local" if self.fleet is None else self.fleet.state
+
+    # -- the fleet link's callbacks (synchronous) --------------------------------------------
+
+    def _servers_of(self, tid: str) -> list[str]:
+        return [server for server, known in self._targets.items() if known == tid]
+
+    def _evict_from_fleet(self, tid: str, method: str) -> None:
+        for server in self._servers_of(tid):
+            logger.info("server=%s %s evicted by another sidecar: re-syncing", server, method)
+            self.evict(server, "fleet", (method,))
+
+    def _fleet_resync(self, server: str, mode: CacheMode, method: str) -> None:
+        if self.resync is not None:
+            self.resync(server, mode, frozenset({_KIND_OF_METHOD.get(method, "tools")}))
+
     def _store(self, server: str) -> ServerCacheStore:
-        return self._stores.setdefault(server, ServerCacheStore())
+        store = self._stores.get(server)
+        if store is None:
+            store = self._stores[server] = ServerCacheStore(self.fleet)
+        return store
 
     def _stats_for(self, server: str) -> CacheStats:
         return self._stats.setdefault(server, CacheStats())

@@ -272,4 +272,11 @@ def format_status_table(document: dict[str, Any]) -> str:
              for row in rows]  # fmt: skip
     state = "ready" if document.get("ready") else "starting"
     lines.append(f"{state}; {document.get('catalog_tools', 0)} tools in the catalog")
+    store = document.get("catalog_store")
+    if isinstance(store, dict):
+        lines.append(
+            f"catalog store: {store.get('backend')} ({store.get('state')}); {store.get('fleet_hits', 0)} fleet hits, "
+            f"{store.get('local_hits', 0)} local hits, outbox {store.get('outbox_depth', 0)}"
+            + (f"; {store['reason']}" if store.get("reason") else "")
+        )
     return "\n".join(lines)

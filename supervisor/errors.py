@@ -10,7 +10,8 @@ where they enter, with ``raise ... from exc``::
     │   │   └── UpstreamNeedsLogin  an OAuth server has no usable tokens: a person must run `login`
     │   ├── UpstreamTimeout         connect, list or call exceeded its bound
     │   └── UpstreamProtocolError   the server answered with something unusable
-    └── RegistryConflict            a public tool name is already owned by someone else
+    ├── RegistryConflict            a public tool name is already owned by someone else
+    └── CatalogStoreUnavailable     the fleet catalog store (Redis) is down, slow or refused us
 """
 
 from __future__ import annotations
@@ -80,6 +81,20 @@ class RegistryConflict(SupervisorError):
         self.name = name
         self.owner = owner
         self.claimant = claimant
+
+
+class CatalogStoreUnavailable(SupervisorError):
+    """The fleet catalog store did not serve one operation; callers fall back to the local store.
+
+    Attributes:
+        url: The store's URL, password masked.
+        reason: What went wrong (never the password).
+    """
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"catalog store {url}: {reason}")
+        self.url = url
+        self.reason = reason
 
 
 def first_leaf(exc: BaseException) -> BaseException:

@@ -22,11 +22,11 @@ Exported (all prefixed ``mcp_supervisor_``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from supervisor._proc import live_children
@@ -49,9 +49,12 @@ class Metrics:
         *,
         statuses: Callable[[], Sequence[ServerStatus]],
         catalog_size: Callable[[], int],
+        store_status: Callable[[], Mapping[str, object]] | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        if store_status is not None:
+            r.register(_CatalogStoreCollector(store_status))
         self._calls = Counter(
             f"{PREFIX}_tool_calls", "Host tool calls routed upstream, by outcome.", ["server", "outcome"], registry=r
         )
@@ -123,3 +126,35 @@ class _ScrapeTimeCollector(Collector):
         yield GaugeMetricFamily(
             f"{PREFIX}_child_processes", "Live child processes of the sidecar (stdio servers).", value=live_children()
         )
+
+
+class _CatalogStoreCollector(Collector):
+    """The catalog store's figures (DESIGN I14), read at scrape time from ``CatalogCache.store_status``."""
+
+    _STATES: Final = ("local", "connecting", "up", "down")
+
+    def __init__(self, store_status: Callable[[], Mapping[str, object]]) -> None:
+        self._store_status = store_status
+
+    def collect(self) -> Iterable[Metric]:
+        status = self._store_status()
+        state = GaugeMetricFamily(
+            f"{PREFIX}_catalog_store_state", "1 for the catalog store's current state.", labels=["backend", "state"]
+        )
+        for name in self._STATES:
+            state.add_metric([str(status.get("backend")), name], 1.0 if status.get("state") == name else 0.0)
+        yield state
+        hits = CounterMetricFamily(
+            f"{PREFIX}_catalog_hits", "Catalog listings served without an upstream round trip.", labels=["source"]
+        )
+        hits.add_metric(["local"], _number(status.get("local_hits")))
+        hits.add_metric(["fleet"], _number(status.get("fleet_hits")))
+        yield hits
+        yield GaugeMetricFamily(
+            f"{PREFIX}_catalog_store_outbox", "Fleet store operations waiting to be sent.",
+            value=_number(status.get("outbox_depth")),
+        )  # fmt: skip
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0

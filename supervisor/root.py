@@ -14,6 +14,11 @@ must react to Registry changes (the Front's notifier). The one exception is
 left to withdraw its tools, so the Supervisor does it, after that actor has
 stopped.
 
+The CacheActor (``CatalogCache.run``) starts first, in the same nursery: with
+the fleet store it must be connected (bounded) before the first syncs, and a
+fleet eviction's re-sync reaches an actor through ``_fleet_resync``, i.e.
+through that actor's mailbox like every other sync.
+
 Reload (SIGHUP): ``reload`` compares the new settings with the running ones.
 Removed or disabled servers are stopped and withdrawn; new ones are started;
 a server whose table changed, or that gave up (``failed``), is restarted with
@@ -42,6 +47,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 import trio
+from mcp.client.caching import CacheMode
 from mcp_types import LoggingLevel
 
 from supervisor.cache import CatalogCache
@@ -114,8 +120,11 @@ class Supervisor:
         self.settings = settings
         self.catalog_changed = ChangeSignal()
         self.registry = Registry(on_change=self.catalog_changed.notify)
-        self.cache = CatalogCache(principal=settings.supervisor.principal)
-        self.metrics = Metrics(statuses=self.statuses, catalog_size=lambda: len(self.registry))
+        self.cache = CatalogCache(principal=settings.supervisor.principal, store=settings.supervisor.catalog_store)
+        self.cache.resync = self._fleet_resync
+        self.metrics = Metrics(
+            statuses=self.statuses, catalog_size=lambda: len(self.registry), store_status=self.cache.store_status
+        )
         self.actors: dict[str, ServerActor] = {}
         self.disabled: dict[str, ServerStatus] = {}
         concurrency = settings.supervisor.spawn_concurrency
@@ -149,6 +158,11 @@ class Supervisor:
         actor.set_subscriptions(self._subscriptions.get(server.name, frozenset()))
         return actor
 
+    def _fleet_resync(self, server: str, mode: CacheMode, kinds: frozenset[Kind]) -> None:
+        """Another sidecar evicted ``server``'s catalog: re-sync it through its actor's mailbox (I1, I14)."""
+        if (actor := self.actors.get(server)) is not None:
+            actor.request_sync(mode, "list_changed", kinds)
+
     def set_log_level(self, level: LoggingLevel | None) -> None:
         """Ask every server (and every server started later) for log messages at ``level`` and above."""
         self._log_level = level
@@ -165,6 +179,8 @@ class Supervisor:
         """Run every enabled server's actor until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            # The CacheActor first: with the fleet store, a cold start's first sync may read it (I14).
+            await nursery.start(self.cache.run)
             for actor in self.actors.values():
                 await self._start(actor)
             logger.info("supervising %d servers (%d disabled)", len(self.actors), len(self.disabled))

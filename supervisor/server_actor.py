@@ -318,9 +318,10 @@ class ServerActor:
                     try:
                         # Without change notices a kept catalog may be stale: re-list on reconnect too.
                         reuse = not first and upstream.change_notices
-                        outcome = await self._sync_via_mailbox(
-                            SyncRequest("use" if reuse else "refresh", "initial" if first else "reconnect")
-                        )
+                        mode: CacheMode = "use" if reuse else "refresh"
+                        if first and self._cache is not None:
+                            mode = self._cache.first_sync_mode  # the fleet store's cold start reuses (I14)
+                        outcome = await self._sync_via_mailbox(SyncRequest(mode, "initial" if first else "reconnect"))
                         if not outcome.ok:
                             return _GenerationEnd(outcome.error or "first sync failed", None)
                         startup.deadline = math.inf
@@ -505,6 +506,8 @@ class ServerActor:
         method = _CACHED_METHODS.get(kind)
         if method is None:
             return await upstream.list_all(kind, "bypass")
+        if self._cache is not None:
+            await self._cache.prepare_fetch(self.name, method, mode, identity_key)  # bounded (operation_timeout_ms)
         ticket = self._cache.begin_fetch(self.name, mode, method) if self._cache is not None else None
         served_from_cache = False
         try:

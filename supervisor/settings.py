@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from supervisor._redis_url import mask_redis_url, redis_url_problem
 from supervisor._values import MASK, clip, env_name_problem, exec_problem, header_problem, url_problem, url_query_values
 from supervisor.errors import ConfigError
 
@@ -156,6 +157,37 @@ class AdminSettings(BaseModel):
     """Unset: the front's token applies (see ``SupervisorSection.admin_token``)."""
 
 
+class CatalogStoreSettings(BaseModel):
+    """The ``[supervisor.catalog_store]`` table: where catalogs are cached (DESIGN I14).
+
+    ``memory`` keeps today's per-process store; ``redis`` shares catalogs across
+    every sidecar that points at the same Redis. The URL may hold a password: it
+    is never shown unmasked (``masked_url``).
+    """
+
+    model_config = _STRICT
+
+    backend: Literal["memory", "redis"] = "memory"
+    url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    """``redis://``, ``rediss://`` or ``unix://``; ``${VAR}`` is expanded by the loader."""
+    key_prefix: str = Field(default="mcp-supervisor", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    operation_timeout_ms: int = Field(default=50, ge=1, le=10_000)
+    """Past this a store call counts as a miss (and opens the circuit breaker)."""
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: SecretStr) -> SecretStr:
+        problem = redis_url_problem(url.get_secret_value())
+        if problem is not None:
+            raise ValueError(f"the Redis URL {problem}")
+        return url
+
+    @property
+    def masked_url(self) -> str:
+        """The URL with its password replaced by ``***`` (for check, status, logs and errors)."""
+        return mask_redis_url(self.url.get_secret_value())
+
+
 class SupervisorSection(BaseModel):
     """The ``[supervisor]`` table."""
 
@@ -171,6 +203,7 @@ class SupervisorSection(BaseModel):
     """Where OAuth tokens live; unset: ``$XDG_STATE_HOME/mcp-supervisor``, else ``~/.local/state/mcp-supervisor``."""
     front: FrontSettings = FrontSettings()
     admin: AdminSettings = AdminSettings()
+    catalog_store: CatalogStoreSettings = CatalogStoreSettings()
 
     @model_validator(mode="after")
     def _exposed_admin_needs_a_token(self) -> Self:

@@ -30,6 +30,8 @@ def describe_settings(settings: Settings) -> str:
         f"allow_unauthenticated_loopback {str(front.allow_unauthenticated_loopback).lower()})",
         f"  admin = {'enabled' if sup.admin.enabled else 'disabled'} (host {sup.admin.host}, port {sup.admin.port}, "
         f"token {_describe_admin_token(sup)})",
+        f"  catalog_store = {sup.catalog_store.backend} (url {sup.catalog_store.masked_url}, "
+        f"key_prefix {sup.catalog_store.key_prefix}, operation_timeout_ms {sup.catalog_store.operation_timeout_ms})",
     ]
     if not settings.mcp_servers:
         lines.append("(no servers configured)")

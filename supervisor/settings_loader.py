@@ -147,6 +147,9 @@ def _prepare(data: dict[str, Any], environ: Mapping[str, str], path: Path) -> No
         table = supervisor.get(table_name) if isinstance(supervisor, dict) else None
         if isinstance(table, dict) and isinstance(table.get("token"), str):
             table["token"] = _expand(table["token"], environ, path, f"supervisor.{table_name}.token")
+    store = supervisor.get("catalog_store") if isinstance(supervisor, dict) else None
+    if isinstance(store, dict) and isinstance(store.get("url"), str):
+        store["url"] = _expand(store["url"], environ, path, "supervisor.catalog_store.url")
     defaults = data.get("defaults", {})
     inherited = (
         {k: v for k, v in defaults.items() if k in DefaultsSection.model_fields} if isinstance(defaults, dict) else {}

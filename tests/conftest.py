@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import MARK_ENV, scaled
+from tests.redis_server import RedisServer
 
 ORPHAN_GRACE_SEC = scaled(3.0)
 
@@ -123,3 +124,25 @@ def everything_server() -> dict[str, object]:
         INTEROP_DIR / "package-lock.json",
     )
     return command_server([node, str(EVERYTHING_JS), "stdio"], startup_timeout_sec=NODE_STARTUP_TIMEOUT_SEC)
+
+
+@pytest.fixture(scope="session")
+def shared_redis() -> Iterator[RedisServer]:
+    """One real Redis server for the session (unix socket, no disk); tests separate by key prefix."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A real Redis server of this test's own, for tests that kill, pause or flush it."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
