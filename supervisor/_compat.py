@@ -17,6 +17,10 @@ of an SDK object.
   elicitation, roots embedded in an ``InputRequiredResult``) is only public
   inside ``Client.call_tool``; the sidecar drives rounds for handshake-era hosts
   through it with its own dispatch (the host's connection).
+* ``send_raw_request``: ``ClientSession`` sends only typed requests and returns
+  only validated results; the tools/call fast path (``fast_path``) sends the
+  request dict through the session's own stamp (the 2026 ``_meta`` envelope and
+  headers) and dispatcher, and takes the raw result dict back.
 
 One private use lives elsewhere on purpose: pydantic-settings'
 ``EnvSettingsSource._load_env_vars`` is overridden in ``_settings_env`` (an
@@ -33,6 +37,7 @@ from typing import Any
 
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
 from mcp.client._transport import TransportStreams
+from mcp.client.session import ClientSession
 from mcp.server import Server
 from mcp.server.connection import Connection
 from mcp.server.context import ServerMiddleware
@@ -46,6 +51,7 @@ __all__ = [
     "connection_of",
     "create_mcp_http_client",
     "run_input_required_driver",
+    "send_raw_request",
 ]
 
 
@@ -58,3 +64,16 @@ def connection_of(session: ServerSession) -> Connection:
 def add_server_middleware(server: Server[Any], middleware: ServerMiddleware[Any]) -> None:
     """Append ``middleware`` innermost (after the SDK's OpenTelemetry middleware)."""
     server.middleware.append(middleware)
+
+
+async def send_raw_request(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Send ``method`` with ``params`` (owned by the caller, stamped in place) and return the raw result dict.
+
+    Raises:
+        MCPError: The server answered with an error, or the connection closed.
+    """
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: Any = {}
+    session._stamp(data, opts)
+    result: dict[str, Any] = await session._dispatcher.send_raw_request(method, data["params"], opts)
+    return result

@@ -46,7 +46,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar, assert_never
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar, assert_never, cast
 
 import mcp_types as types
 import trio
@@ -64,6 +64,7 @@ from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.status import ServerStatus
 from supervisor.sync_mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason, SyncRequest, Withdraw
+from supervisor.upstream import Upstream
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +199,23 @@ class ServerActor:
         try:
             return await self._forward(
                 f"tool {raw_name!r}", lambda upstream: upstream.call_tool(raw_name, arguments, call)
+            )
+        except MCPError as exc:
+            if exc.code == INVALID_PARAMS:
+                self._heal_unknown_tool(raw_name, exc)
+            raise
+
+    @property
+    def wire_calls(self) -> bool:
+        """Whether ``call_tool_wire`` can serve now: a ready 2026-era generation of ours (``fast_path``)."""
+        return isinstance(self._upstream, Upstream) and self._upstream.modern and self.status.state == "ready"
+
+    async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
+        """``call_tool``, with the result as the upstream's raw JSON object (bounds, errors and heal the same)."""
+        try:
+            return await self._forward(
+                f"tool {raw_name!r}",
+                lambda upstream: cast(Upstream, upstream).call_tool_wire(raw_name, arguments, call),
             )
         except MCPError as exc:
             if exc.code == INVALID_PARAMS:

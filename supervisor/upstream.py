@@ -54,9 +54,15 @@ from mcp_types import LOG_LEVEL_META_KEY, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from supervisor._compat import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, TransportStreams, run_input_required_driver
+from supervisor._compat import (
+    DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+    TransportStreams,
+    run_input_required_driver,
+    send_raw_request,
+)
 from supervisor._version import __version__
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
+from supervisor.fast_path import wire_result_shaped
 from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call
 from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
@@ -217,6 +223,30 @@ class Upstream:
         result = await self._interactive(f"tools/call {raw_name}", call, send)
         return cast(types.CallToolResult | types.InputRequiredResult, result)
 
+    async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
+        """``call_tool`` for a 2026-era host of this 2026-era server, the result as the server's raw JSON object.
+
+        The request skips the SDK's request model and the result its validation
+        (``fast_path``); errors translate as in ``call_tool``, and a result that
+        is not even shaped like one is an ``UpstreamProtocolError``.
+        """
+        session = self._client.session
+        what = f"tools/call {raw_name}"
+
+        async def send(responses: Any, state: Any, meta: Any, progress: Any) -> dict[str, Any]:
+            params: dict[str, Any] = {"name": raw_name}
+            if arguments is not None:
+                params["arguments"] = arguments
+            if meta:
+                params["_meta"] = dict(meta)
+            return await send_raw_request(session, "tools/call", params)
+
+        result: dict[str, Any] = await self._interactive(what, call, send)
+        if not wire_result_shaped(result):
+            name = self._settings.name
+            raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid result")
+        return result
+
     async def get_prompt(
         self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
     ) -> types.GetPromptResult | types.InputRequiredResult:
@@ -275,8 +305,12 @@ class Upstream:
         if call is None:
             return await self._send_and_drive(what, None, None, send)
         meta: dict[str, Any] = {}
-        if self.modern and (level := call.log_level) is not None:
+        level = call.log_level
+        if self.modern and level is not None:
             meta[LOG_LEVEL_META_KEY] = level
+        if not call.wants_progress and (level is None or not (self.modern or call.modern_host)):
+            # Nothing can reach this call's CallNotices (see ``tap``): no pump task, no nursery.
+            return await self._send_and_drive(what, call, meta or None, send)
         notices = call.notices = CallNotices(call)
         token: str | None = None
         if call.wants_progress:
@@ -323,7 +357,7 @@ class Upstream:
                     retry=lambda r, s: send(r, s, meta, None),
                     max_rounds=DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
                 )
-        return _strip_server_stamp(first)
+        return first if isinstance(first, dict) else _strip_server_stamp(first)
 
     def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
         """See each notification in wire order, before the SDK spawns its handlers (runs in the reader task).
