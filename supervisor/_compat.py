@@ -20,7 +20,8 @@ of an SDK object.
 * ``send_raw_request``: ``ClientSession`` sends only typed requests and returns
   only validated results; the tools/call fast path (``fast_path``) sends the
   request dict through the session's own stamp (the 2026 ``_meta`` envelope and
-  headers) and dispatcher, and takes the raw result dict back.
+  headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
+  is that stamp's ``_meta`` alone, for the stdio wire splice (``wire_splice``).
 
 One private use lives elsewhere on purpose: pydantic-settings'
 ``EnvSettingsSource._load_env_vars`` is overridden in ``_settings_env`` (an
@@ -50,6 +51,7 @@ __all__ = [
     "add_server_middleware",
     "connection_of",
     "create_mcp_http_client",
+    "request_envelope",
     "run_input_required_driver",
     "send_raw_request",
 ]
@@ -77,3 +79,12 @@ async def send_raw_request(session: ClientSession, method: str, params: dict[str
     session._stamp(data, opts)
     result: dict[str, Any] = await session._dispatcher.send_raw_request(method, data["params"], opts)
     return result
+
+
+def request_envelope(session: ClientSession, method: str) -> dict[str, Any]:
+    """The ``_meta`` the session's stamp puts on a ``method`` request (the 2026 envelope; empty before it)."""
+    data: dict[str, Any] = {"method": method, "params": {}}
+    opts: Any = {}
+    session._stamp(data, opts)
+    meta: dict[str, Any] = data["params"].get("_meta", {})
+    return meta

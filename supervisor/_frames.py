@@ -8,7 +8,8 @@ chunks is searched once, not 256 times over.
 
 ``encode_batch`` turns one message plus everything already queued behind it
 into one buffer, so a burst of answers costs one ``write`` instead of one per
-message. It never waits: it only takes what ``receive_nowait`` hands over.
+message. A ``bytes`` item is a line framed already (the wire splice's). It
+never waits: it only takes what ``receive_nowait`` hands over.
 
 Nothing here awaits, so under trio each call is atomic; a ``LineBuffer`` belongs
 to the one task that reads its stream.
@@ -26,15 +27,17 @@ MAX_BATCH_MESSAGES: Final = 256
 
 
 class _NowaitSource(Protocol):
-    def receive_nowait(self) -> SessionMessage: ...
+    def receive_nowait(self) -> SessionMessage | bytes: ...
 
 
-def encode_frame(message: SessionMessage) -> bytes:
-    """One message as one JSON line."""
+def encode_frame(message: SessionMessage | bytes) -> bytes:
+    """One message as one JSON line (``bytes``: a line already framed, by ``wire_splice``)."""
+    if isinstance(message, bytes):
+        return message
     return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
-def encode_batch(first: SessionMessage, source: _NowaitSource) -> bytes:
+def encode_batch(first: SessionMessage | bytes, source: _NowaitSource) -> bytes:
     """``first`` and every message already waiting in ``source`` (up to a bound), framed."""
     frames = [encode_frame(first)]
     while len(frames) < MAX_BATCH_MESSAGES:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from supervisor.registry import RegisteredTool
     from supervisor.server_actor import ServerActor
 
-_PLAIN_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
+PLAIN_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
 """Params keys a call may carry and still take the fast path (anything else goes the general way)."""
 
 Route = Callable[[str], "tuple[RegisteredTool, ServerActor] | None"]
@@ -85,7 +85,7 @@ def fast_path_arguments(ctx: ServerRequestContext[Any, Any]) -> tuple[str, dict[
     params = ctx.params
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or not isinstance(params, dict):
         return None
-    if not _PLAIN_PARAMS.issuperset(params):
+    if not PLAIN_PARAMS.issuperset(params):
         return None  # inputResponses, requestState, or something new: the general path
     name = params.get("name")
     arguments = params.get("arguments")
@@ -127,4 +127,4 @@ class FastToolCalls:
 
     @staticmethod
     def _carries(tool: RegisteredTool, actor: ServerActor) -> bool:
-        return tool.definition.output_schema is None and actor.wire_calls
+        return tool.definition.output_schema is None and actor.wire_upstream is not None

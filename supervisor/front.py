@@ -250,11 +250,7 @@ class Front:
             return result
         except UpstreamError as exc:
             outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
-            self._call_failures.warning(
-                (tool.owner, type(exc).__name__),
-                "server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc,
-                extra={"server": tool.owner, "tool": tool.raw_name},
-            )  # fmt: skip
+            self.note_call_failure(tool, type(exc).__name__, str(exc))
             return str(exc)
         except MCPError as exc:
             outcome = "rpc_error"
@@ -262,7 +258,30 @@ class Front:
                 self._remember_url_elicitations(ctx, actor, exc)
             raise
         finally:
-            self._supervisor.metrics.call_finished(tool.owner, outcome, trio.current_time() - started)
+            self.note_call(tool, outcome, trio.current_time() - started)
+
+    # -- what every tools/call path shares (this Front's and ``wire_splice``'s) --------
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether new calls are refused (``begin_shutdown`` was called)."""
+        return self._shutting_down
+
+    def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None:
+        """The tool named ``public_name`` and the actor serving it, or None."""
+        return self._supervisor.route(public_name)
+
+    def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None:
+        """Count one finished tools/call in the metrics."""
+        self._supervisor.metrics.call_finished(tool.owner, outcome, seconds)
+
+    def note_call_failure(self, tool: RegisteredTool, kind: str, text: str) -> None:
+        """Warn (rate-limited per server and kind) that a call failed upstream with ``text``."""
+        self._call_failures.warning(
+            (tool.owner, kind),
+            "server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, text,
+            extra={"server": tool.owner, "tool": tool.raw_name},
+        )  # fmt: skip
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams

@@ -57,6 +57,7 @@ from pydantic import ValidationError
 from supervisor._compat import (
     DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
     TransportStreams,
+    request_envelope,
     run_input_required_driver,
     send_raw_request,
 )
@@ -71,6 +72,7 @@ from supervisor.upstream_http import open_http_transport
 from supervisor.upstream_listen import ListenFilter, ListenTarget, serve_listen
 from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
 from supervisor.upstream_tap import tapped
+from supervisor.wire_splice import UpstreamSplice
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ class Upstream:
         self._log_level: types.LoggingLevel | None = None
         self._progress_tokens = itertools.count(1)
         self._progress_routes: dict[str, CallNotices] = {}
+        self.splice: UpstreamSplice | None = None
+        """The stdio wire splice's end of this generation (``wire_splice``); None over HTTP."""
 
     # -- what this generation is ------------------------------------------------------
 
@@ -474,9 +478,11 @@ def _no_host(method: str) -> types.ErrorData:
     )
 
 
-def _open_transport(settings: ServerSettings, health: TransportHealth) -> AbstractAsyncContextManager[TransportStreams]:
+def _open_transport(
+    settings: ServerSettings, health: TransportHealth, splice: UpstreamSplice | None
+) -> AbstractAsyncContextManager[TransportStreams]:
     if settings.transport == "stdio":
-        return open_stdio_transport(settings, health)
+        return open_stdio_transport(settings, health, splice=splice)
     return open_http_transport(settings, health)
 
 
@@ -553,8 +559,9 @@ async def open_upstream(
             upstream_ref[0].tap(message, context)
 
     upstream_ref: list[Upstream] = []
+    splice = UpstreamSplice(name, settings.tool_timeout_sec) if settings.transport == "stdio" else None
     client = Client(
-        tapped(_open_transport(settings, health), tap, settings.max_tools),
+        tapped(_open_transport(settings, health, splice), tap, settings.max_tools),
         mode=settings.protocol,
         message_handler=on_message,
         client_info=CLIENT_INFO,
@@ -576,6 +583,9 @@ async def open_upstream(
         raise connect_error(name, health, exc) from exc
     upstream = Upstream(settings, client, health, host)
     upstream_ref.append(upstream)
+    if splice is not None and upstream.modern:
+        splice.set_envelope(request_envelope(client.session, "tools/call"))
+        upstream.splice = splice
     body_failed = False
     try:
         async with stack, trio.open_nursery() as nursery:
