@@ -138,10 +138,10 @@ class Front:
         # Registered directly: `Server(on_set_logging_level=…)` is deprecated and warns at construction.
         self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_log_level)
         add_server_middleware(self.server, self._track_requests)
-        add_server_middleware(
-            self.server,
-            ToolsListWireCache(supervisor.registry, settled=lambda: not supervisor.pending_first_attempts()),
+        self.tools_list_cache = ToolsListWireCache(
+            supervisor.registry, settled=lambda: not supervisor.pending_first_attempts()
         )
+        add_server_middleware(self.server, self.tools_list_cache)
         self.fast_calls = FastToolCalls(supervisor.route, self._call_tool_wire)
         """The tools/call fast path (``fast_path``); innermost, after the request tracking."""
         add_server_middleware(self.server, self.fast_calls)

@@ -27,6 +27,11 @@ with the same texts as the general path:
 * metrics and the rate-limited failure warning (``Front.note_call``), and the
   stdio link's unanswered-request tracking (EOF waits for spliced calls too).
 
+A first-page ``tools/list`` from a 2026-era stdio host is answered on the
+splice too, from the catalog wire cache's encoded bytes (``catalog_wire``),
+when that cache holds the current Registry version and the wire's writer can
+take the answer at once; otherwise the SDK answers (and fills the cache).
+
 Concurrency: ``HostSplice.on_line`` runs synchronously in the host wire's reader
 task; ``UpstreamSplice.claim`` in the upstream's stdout pump, which then awaits
 the host write (so a host that stops reading slows that upstream's replies,
@@ -283,7 +288,39 @@ class HostSplice:
             return taken
         if self._by_host_id and b'"notifications/cancelled"' in line:
             return self._take_cancel(line)
+        if b'"tools/list"' in line:
+            taken = self._take_list(line)
+            self.taken["list spliced" if taken else "list sdk"] += 1
+            return taken
         return False
+
+    def _take_list(self, line: bytes) -> bool:
+        """A first-page ``tools/list`` from a 2026-era host, answered from the encoded catalog if it is cached."""
+        if not self.enabled or self._out is None:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
+            return False
+        host_id, params = message.get("id"), message.get("params")
+        if isinstance(host_id, bool) or not isinstance(host_id, str | int) or not isinstance(params, dict):
+            return False
+        meta = params.get("_meta")
+        if set(params) != {"_meta"} or not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+            return False  # a cursor, or anything beyond the envelope: the SDK
+        version = meta.get(PROTOCOL_VERSION_META_KEY)
+        encoded = self.front.tools_list_cache.encoded(version) if isinstance(version, str) else None
+        if encoded is None or version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        answer = b'{"jsonrpc":"2.0","id":' + json.dumps(host_id).encode() + b',"result":' + encoded + b"}\n"
+        try:
+            self._out.send_nowait(answer)  # the wire's writer is idle: handed over at once, or the SDK answers
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
+        return True
 
     def _take_call(self, line: bytes) -> bool:
         if not self.enabled or self._out is None or self.front.shutting_down:

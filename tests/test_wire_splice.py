@@ -108,6 +108,18 @@ async def test_on_the_splice_server_errors_pass_through_an_unknown_tool_heals_an
     assert len(_call_ids(log, "echo")) == 1, "the failed call must never be re-sent"
 
 
+async def test_a_tools_list_is_answered_from_the_encoded_catalog_with_the_same_answer(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    servers = {"fx": fixture_server("--name", "fx", "--tools", "echo", "--extra-tools", "50")}
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(write_settings(tmp_path, servers)) as host:
+            await host.wait_tools(lambda names: len(names) == 51)
+            listings = [await host.session.list_tools(cache_mode="bypass") for _ in range(3)]
+    assert listings[0] == listings[1] == listings[2]
+    assert "tools/list answered on the wire splice" in capfd.readouterr().err
+
+
 def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
     assert plain_call({"name": "t", "arguments": {"a": 1}, "_meta": ENVELOPE}) == ("t", {"a": 1})
     assert plain_call({"name": "t", "_meta": ENVELOPE}) == ("t", None)
