@@ -30,7 +30,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from supervisor._frames import LineBuffer, encode_batch
+from supervisor._frames import DirectWrite, LineBuffer, encode_batch
 
 __all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
 
@@ -96,13 +96,17 @@ async def _pump_stream_to_wire(
 
 
 @asynccontextmanager
-async def open_stdio_wire(intercept: Intercept | None = None) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+async def open_stdio_wire(
+    intercept: Intercept | None = None, direct: DirectWrite | None = None
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP frames over this process's stdin/stdout, cancellably.
 
     Args:
         intercept: Sees each incoming line before it is parsed; a line it takes
             (returns True for) never reaches ``read``. ``write`` also accepts
             ``bytes``: a line framed already.
+        direct: Bound to the wire while it is open, so short lines can bypass
+            the writer task when it is idle.
 
     Yields:
         `(read, write)`: `read` yields each incoming `SessionMessage` (or the
@@ -124,10 +128,14 @@ async def open_stdio_wire(intercept: Intercept | None = None) -> AsyncIterator[t
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_pump_wire_to_stream, wire_in, read_send, intercept)
             nursery.start_soon(_pump_stream_to_wire, write_recv, wire_out, drained)
+            if direct is not None:
+                direct.bind(wire_out.fileno(), write_send)
             try:
                 yield read_recv, write_send
             finally:
                 # The server normally closed `write_send` already; closing is idempotent.
+                if direct is not None:
+                    direct.unbind()
                 write_send.close()
                 read_recv.close()
                 with trio.CancelScope(shield=True), trio.move_on_after(_DRAIN_GRACE_SEC):

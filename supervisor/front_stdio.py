@@ -128,7 +128,7 @@ class StdioHostLink:
         front = self._front
         try:
             async with (
-                open_stdio_wire(self.splice.on_line) as (wire_read, wire_write),
+                open_stdio_wire(self.splice.on_line, self.splice.direct) as (wire_read, wire_write),
                 trio.open_nursery() as relay_nursery,
             ):
                 self.splice.attach(wire_write.clone())

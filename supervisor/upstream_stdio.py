@@ -186,7 +186,8 @@ async def open_stdio_transport(
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[Any](_STDIN_QUEUE)
     if splice is not None:
-        splice.attach(write_stream)
+        stdin = proc.stdin
+        splice.attach(write_stream, stdin.fileno() if isinstance(stdin, trio.lowlevel.FdStream) else None)
 
     async def pump_stdout() -> None:
         assert proc.stdout is not None

@@ -55,6 +55,7 @@ from mcp import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from supervisor._frames import DirectWrite
 from supervisor.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
 
 if TYPE_CHECKING:
@@ -135,10 +136,13 @@ class UpstreamSplice:
         self._wake = trio.Event()
         self._ids = itertools.count(1)
         self._lost = False
+        self.direct = DirectWrite()
 
-    def attach(self, stdin: MemoryObjectSendStream[Any]) -> None:
-        """The transport's (buffered) stdin queue, which also takes pre-encoded lines."""
+    def attach(self, stdin: MemoryObjectSendStream[Any], fd: int | None) -> None:
+        """The transport's (buffered) stdin queue, which also takes pre-encoded lines, and the pipe it drains into."""
         self._stdin = stdin
+        if fd is not None:
+            self.direct.bind(fd, stdin)
 
     def set_envelope(self, envelope: dict[str, Any]) -> None:
         """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
@@ -156,10 +160,11 @@ class UpstreamSplice:
         if arguments is not None:
             params["arguments"] = arguments
         line = frame({"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call", "params": params})
-        try:
-            self._stdin.send_nowait(line)
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return False
+        if not self.direct.try_write(line):
+            try:
+                self._stdin.send_nowait(line)
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return False
         self._pending[call.upstream_id] = call
         self._order.append(call)
         self._wake.set()
@@ -225,6 +230,7 @@ class UpstreamSplice:
     async def fail_all(self, reason: str) -> None:
         """The transport is gone: answer every spliced call as the general path would, then refuse new ones."""
         self._lost = True
+        self.direct.unbind()
         calls = list(self._pending.values())
         self._pending.clear()
         self._order.clear()
@@ -273,6 +279,8 @@ class HostSplice:
     _out: MemoryObjectSendStream[Any] | None = None
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _stamp: dict[str, Any] | None = None
+    direct: DirectWrite = field(default_factory=DirectWrite)
+    """Bound to the host wire by the stdio link (``open_stdio_wire``)."""
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
@@ -380,8 +388,9 @@ class HostSplice:
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
         try:
-            if self._out is not None:
-                await self._out.send(frame(message))
+            line = frame(message)
+            if self._out is not None and not self.direct.try_write(line):
+                await self._out.send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
         finally:
