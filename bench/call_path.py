@@ -12,7 +12,8 @@ real `mcp.Client` host (``mode="auto"``) over the same small stdio transport:
   ``create_proxy({"mcpServers": {...}})``, served over stdio.
 
 All three stay connected for the whole benchmark; each round measures every variant in
-turn (c1: sequential calls; c32: 32 concurrent callers on one client session), and the
+turn (c1: sequential calls; c32: 32 concurrent callers on one client session; 1 MB:
+sequential calls whose argument and result are each a 1 MB text), and the
 reported numbers are medians over rounds. The CPU each variant's middle process spends
 per call (the sidecar, the FastMCP proxy; for ``direct``, the server itself) is read
 from its own ``/proc/<pid>/stat`` (user + system, children excluded) around every
@@ -57,6 +58,8 @@ PROXY_SCRIPT: Final = FASTMCP_VENV / "bench_proxy.py"
 INSTALL_BOUND_SEC: Final = 600.0
 START_BOUND_SEC: Final = 60.0
 CONCURRENCY: Final = 32
+LARGE_TEXT: Final = "x" * 1_000_000
+"""The 1 MB argument (echoed back as the result) of the large-result calls."""
 VARIANTS: Final = ("direct", "sidecar", "fastmcp")
 TOOL: Final = {"direct": "echo", "sidecar": "mcp__fx__echo", "fastmcp": "echo"}
 
@@ -133,6 +136,15 @@ async def _measure_c1(host: Host, tool: str, calls: int) -> tuple[float, list[fl
     return calls / (trio.current_time() - start), latencies
 
 
+async def _measure_large(host: Host, tool: str, calls: int) -> float:
+    start = trio.current_time()
+    for _ in range(calls):
+        result = await host.session.call_tool(tool, {"text": LARGE_TEXT})
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result}")
+    return calls / (trio.current_time() - start)
+
+
 async def _measure_concurrent(host: Host, tool: str, calls: int, concurrency: int) -> float:
     remaining = calls
 
@@ -174,6 +186,7 @@ def _log_summary(log: Path) -> dict[str, int]:
 
 async def run(*, quick: bool) -> dict[str, Any]:
     rounds, c1_calls, c32_calls = (1, 100, 480) if quick else (5, 300, 3200)
+    large_calls = 5 if quick else 20
     print(f"p2 call path: fixture --tools echo; {rounds} rounds, c1 x {c1_calls} calls, c32 x {c32_calls} calls")
     fastmcp_version, fastmcp_note = await trio.to_thread.run_sync(ensure_fastmcp)
     variants = [v for v in VARIANTS if v != "fastmcp" or fastmcp_version is not None]
@@ -183,6 +196,7 @@ async def run(*, quick: bool) -> dict[str, Any]:
         print(f"  FastMCP {fastmcp_version} ({fastmcp_note}), create_proxy(mcpServers config), host mode=auto")
     cps1: dict[str, list[float]] = {v: [] for v in variants}
     cps32: dict[str, list[float]] = {v: [] for v in variants}
+    cps_large: dict[str, list[float]] = {v: [] for v in variants}
     p50: dict[str, list[float]] = {v: [] for v in variants}
     cpu: dict[str, float] = dict.fromkeys(variants, 0.0)  # the middle process's CPU-s in measured windows
     eras: dict[str, str] = {}
@@ -211,6 +225,7 @@ async def run(*, quick: bool) -> dict[str, Any]:
                             await _measure_concurrent(hosts[variant], TOOL[variant], c32_calls, CONCURRENCY)
                         )
                         cpu[variant] += cpu_sec(pid) - cpu_before
+                        cps_large[variant].append(await _measure_large(hosts[variant], TOOL[variant], large_calls))
         finally:
             await reap_marked("p2")
         logs = {v: _log_summary(workdir / f"{v}.jsonl") for v in variants}
@@ -222,7 +237,9 @@ async def run(*, quick: bool) -> dict[str, Any]:
     for variant in VARIANTS:
         result[f"p2_{variant}_cps_c1"] = med(cps1, variant)
         result[f"p2_{variant}_cps_c{CONCURRENCY}"] = med(cps32, variant)
+        result[f"p2_{variant}_cps_1mb"] = med(cps_large, variant)
     direct32, sidecar32, fast32 = (result[f"p2_{v}_cps_c{CONCURRENCY}"] for v in VARIANTS)
+    result["p2_ratio_sidecar_vs_direct_1mb"] = round(result["p2_sidecar_cps_1mb"] / result["p2_direct_cps_1mb"], 3)
     result["p2_ratio_sidecar_vs_direct_c32"] = round(sidecar32 / direct32, 3)
     result["p2_ratio_sidecar_vs_fastmcp_c32"] = round(sidecar32 / fast32, 3) if fast32 else None
     result["p2_added_latency_ms_p50_c1"] = round(median(p50["sidecar"]) - median(p50["direct"]), 3)
@@ -235,11 +252,13 @@ async def run(*, quick: bool) -> dict[str, Any]:
         print(
             f"  {variant:8} c1 {result[f'p2_{variant}_cps_c1']:8.1f} calls/s (p50 {median(p50[variant]):6.2f} ms)"
             f"   c{CONCURRENCY} {result[f'p2_{variant}_cps_c{CONCURRENCY}']:8.1f} calls/s"
+            f"   1MB {result[f'p2_{variant}_cps_1mb']:6.1f} calls/s"
             f"   cpu {result['p2_cpu_us_per_call'][variant]:7.1f} us/call"
             f"   era {eras[variant]}   upstream saw {logs[variant]}"
         )
     print(f"  sidecar/direct c32 {result['p2_ratio_sidecar_vs_direct_c32']} (target >= 0.8)")
     print(f"  sidecar/fastmcp c32 {result['p2_ratio_sidecar_vs_fastmcp_c32']} (target >= 5)")
+    print(f"  sidecar/direct with 1 MB results {result['p2_ratio_sidecar_vs_direct_1mb']} (target >= 0.8)")
     print(f"  added p50 latency at c1: {result['p2_added_latency_ms_p50_c1']} ms (target <= 0.3)")
     print(f"  sidecar CPU per call: {result['p2_sidecar_cpu_us_per_call']} us (target <= 150)")
     sys.stdout.flush()

@@ -40,7 +40,7 @@ INTEREST: Final = {
 }
 
 
-async def _main(seconds: float, out: Path) -> None:
+async def _main(seconds: float, out: Path, text_bytes: int, concurrency: int) -> None:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     calls = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,11 +55,11 @@ async def _main(seconds: float, out: Path) -> None:
                 async def caller() -> None:
                     nonlocal calls
                     while not stop.is_set():
-                        await host.session.call_tool("mcp__fx__echo", {"text": "x"})
+                        await host.session.call_tool("mcp__fx__echo", {"text": "x" * text_bytes})
                         calls += 1
 
                 async with trio.open_nursery() as nursery:
-                    for _ in range(CONCURRENCY):
+                    for _ in range(concurrency):
                         nursery.start_soon(caller)
                     await trio.sleep(1.0)  # reach a steady state before sampling
                     calls_before, cpu_before = calls, cpu_sec(pid)
@@ -74,7 +74,7 @@ async def _main(seconds: float, out: Path) -> None:
             await reap_marked("profile_p2")
     if spy.returncode != 0:
         print(spy.stderr.decode(errors="replace"), file=sys.stderr)
-    print(f"calls in window {calls_window} ({calls_window / seconds:.0f}/s at c{CONCURRENCY})")
+    print(f"calls in window {calls_window} ({calls_window / seconds:.0f}/s at c{concurrency})")
     print(f"sidecar CPU per call {cpu_window / max(calls_window, 1) * 1e6:.0f} us")
     summarize(out)
 
@@ -105,11 +105,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/profile_p2.txt"))
     parser.add_argument("--summarize", action="store_true", help="only summarize an existing --out file")
+    parser.add_argument("--text-bytes", type=int, default=1, help="size of the echoed text (1 MB: large results)")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
     args = parser.parse_args()
     if args.summarize:
         summarize(args.out)
         return
-    trio.run(_main, args.seconds, args.out)
+    trio.run(_main, args.seconds, args.out, args.text_bytes, args.concurrency)
 
 
 if __name__ == "__main__":
