@@ -21,14 +21,19 @@ to the one task that reads its stream.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import select
 import stat
 from typing import Any, Final, Protocol
 
 import anyio
+import trio
 from mcp.shared.message import SessionMessage
 
+PIPE_BYTES: Final = 1 << 20
+"""Capacity ``widen_pipe`` asks for (Linux ``F_SETPIPE_SZ``; the default 64 KiB splits a 1 MB message in 16)."""
 MAX_BATCH_MESSAGES: Final = 256
 """Bound on one batch, so a flood of small messages still yields to the writer."""
 
@@ -92,6 +97,15 @@ class DirectWrite:
             raise RuntimeError(f"a pipe took {written} of {len(line)} bytes of an atomic write")
         self.written += 1
         return True
+
+
+def widen_pipe(pipe: object) -> None:
+    """Ask for a ``PIPE_BYTES`` pipe, so a large message crosses in fewer fill-and-drain rounds."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setpipe is None or not isinstance(pipe, trio.lowlevel.FdStream):
+        return
+    with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size for an unprivileged user: keep 64 KiB
+        fcntl.fcntl(pipe.fileno(), setpipe, PIPE_BYTES)
 
 
 class LineBuffer:

@@ -30,7 +30,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from supervisor._frames import DirectWrite, LineBuffer, encode_batch
+from supervisor._frames import DirectWrite, LineBuffer, encode_batch, widen_pipe
 
 __all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
 
@@ -43,7 +43,7 @@ Intercept = Callable[[bytes], bool]
 """Sees each incoming line first, synchronously; True takes it off the wire (``wire_splice``)."""
 
 _DRAIN_GRACE_SEC = 5.0
-_READ_CHUNK_BYTES = 65536
+_READ_CHUNK_BYTES = 1 << 20  # a large request in a few wake-ups
 
 
 async def _pump_wire_to_stream(
@@ -117,6 +117,8 @@ async def open_stdio_wire(
     saved_stdout = os.dup(1)
     wire_in = trio.lowlevel.FdStream(os.dup(0))
     wire_out = trio.lowlevel.FdStream(os.dup(1))
+    for pipe in (wire_in, wire_out):
+        widen_pipe(pipe)  # a pipe's capacity can be set from either end; a large answer then crosses in one write
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

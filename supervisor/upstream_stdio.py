@@ -49,7 +49,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from supervisor._compat import TransportStreams
-from supervisor._frames import LineBuffer, encode_batch
+from supervisor._frames import LineBuffer, encode_batch, widen_pipe
 from supervisor._proc import terminate_group
 from supervisor.settings import ServerSettings
 
@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 
 _MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 """A stdout line longer than this is garbage, not a message; the transport is declared lost."""
+_READ_CHUNK_BYTES: Final = 1 << 20
+"""Up to this much of the child's stdout per read: a 1 MB answer in a few wake-ups, not sixteen."""
 _STDIN_QUEUE: Final = 64
 """Messages queued for the child's stdin: the SDK's and the wire splice's lines wait here to be batched."""
 _STDERR_LINES_PER_SEC: Final = 50
@@ -181,6 +183,8 @@ async def open_stdio_transport(
         start_new_session=True,
     )
     logger.debug("server=%s pid=%d started", name, proc.pid)
+    for pipe in (proc.stdin, proc.stdout):
+        widen_pipe(pipe)
     # Unbuffered towards the session (it applies its own backpressure); a short queue towards the
     # child, so the wire splice can queue a line without waiting and a burst is written in one batch.
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -194,7 +198,7 @@ async def open_stdio_transport(
         garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
         lines = LineBuffer(max_line_bytes=_MAX_LINE_BYTES)
         async with to_session:
-            async for chunk in proc.stdout:
+            while chunk := await proc.stdout.receive_some(_READ_CHUNK_BYTES):
                 lines.feed(chunk)
                 while (line := lines.next_line()) is not None:
                     if not line.strip():

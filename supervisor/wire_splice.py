@@ -56,6 +56,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor._frames import DirectWrite
+from supervisor._json_spans import Span, join_members, whole_object_spans
 from supervisor.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
 
 if TYPE_CHECKING:
@@ -76,9 +77,39 @@ _UNANSWERED_WRITE_GRACE_SEC: Final = 5.0
 """How long answering the spliced calls of a dead transport may wait for the host wire."""
 
 
+_BIG_LINE_BYTES: Final = 64 * 1024
+"""From this size on, a message's large member is copied as text instead of decoded and encoded again."""
+
+
 def frame(message: Mapping[str, Any]) -> bytes:
     """One JSON-RPC message as one line."""
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class _Spans:
+    """A large message's text and where the members of its ``params`` or ``result`` lie in it."""
+
+    text: str
+    inner: dict[str, Span]
+
+
+def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
+    """The message on ``line``; for a large line also the spans of its ``descend`` member (``_json_spans``).
+
+    Raises:
+        ValueError: Not JSON, or (large line) not an object whose ``descend`` member is an object.
+    """
+    if len(line) < _BIG_LINE_BYTES:
+        return json.loads(line), None
+    text = line.decode()
+    top = whole_object_spans(text, descend=descend)
+    message = {key: value for key, (value, _, _) in top.items()}
+    if descend not in top:
+        return message, None
+    inner: dict[str, Span] = top[descend][0]
+    message[descend] = {key: value for key, (value, _, _) in inner.items()}
+    return message, _Spans(text, inner)
 
 
 class Tracker(Protocol):
@@ -152,14 +183,26 @@ class UpstreamSplice:
     def ready(self) -> bool:
         return self._stdin is not None and self._envelope is not None and not self._lost
 
-    def submit(self, call: SplicedCall, raw_name: str, arguments: dict[str, Any] | None) -> bool:
-        """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now."""
+    def submit(
+        self, call: SplicedCall, raw_name: str, arguments: dict[str, Any] | None, arguments_text: str | None = None
+    ) -> bool:
+        """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
+
+        ``arguments_text``: the host's own text of ``arguments`` (a large request), copied as it is.
+        """
         if self._stdin is None or self._envelope is None or self._lost:
             return False
-        params: dict[str, Any] = {"name": raw_name, "_meta": self._envelope}
-        if arguments is not None:
-            params["arguments"] = arguments
-        line = frame({"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call", "params": params})
+        if arguments_text is not None:
+            head = {"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call"}
+            params_text = (
+                f'{{"name":{json.dumps(raw_name)},"arguments":{arguments_text},"_meta":{json.dumps(self._envelope)}}}'
+            )
+            line = (json.dumps(head)[:-1] + ',"params":' + params_text + "}\n").encode()
+        else:
+            params: dict[str, Any] = {"name": raw_name, "_meta": self._envelope}
+            if arguments is not None:
+                params["arguments"] = arguments
+            line = frame({"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call", "params": params})
         if not self.direct.try_write(line):
             try:
                 self._stdin.send_nowait(line)
@@ -177,12 +220,12 @@ class UpstreamSplice:
     def expecting(self) -> bool:
         return bool(self._pending)
 
-    def claim(self, line: bytes) -> tuple[SplicedCall, dict[str, Any]] | None:
-        """The spliced call ``line`` answers, and the answer; None if it is not such an answer (the SDK's then)."""
+    def claim(self, line: bytes) -> tuple[SplicedCall, dict[str, Any], _Spans | None] | None:
+        """The spliced call ``line`` answers, the answer, and (large line) its result's spans; None if not ours."""
         if _ID_MARK not in line:
             return None
         try:
-            message = json.loads(line)
+            message, spans = _load(line, "result")
         except ValueError:
             return None
         if not isinstance(message, dict) or "method" in message:
@@ -192,7 +235,7 @@ class UpstreamSplice:
         if call is None:
             return None
         call.done = True
-        return call, message
+        return call, message, spans
 
     def abandon(self, call: SplicedCall, reason: str) -> None:
         """Stop waiting for ``call`` and tell the upstream (a courtesy cancel; dropped if it cannot be queued)."""
@@ -242,7 +285,7 @@ class UpstreamSplice:
         if calls:
             logger.debug("server=%s %d spliced call(s) failed: %s", self.server, len(calls), reason)
 
-    async def deliver(self, call: SplicedCall, message: dict[str, Any]) -> None:
+    async def deliver(self, call: SplicedCall, message: dict[str, Any], spans: _Spans | None = None) -> None:
         """Answer the host with the upstream's answer ``message`` to ``call``."""
         error = message.get("error")
         if isinstance(error, dict):
@@ -257,9 +300,14 @@ class UpstreamSplice:
             await call.host.fail(call, "unavailable", "UpstreamProtocolError", text)
             return
         outcome: CallOutcome = "tool_error" if result.get("isError") is True else "ok"
-        await call.host.answer(
-            call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": call.host.restamp(result)}
-        )
+        restamped = call.host.restamp(result)
+        if spans is None:
+            await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
+            return
+        edited = {key: restamped[key] for key in ("_meta", "resultType")}
+        result_text = join_members(spans.text, spans.inner, edited)
+        line = '{"jsonrpc":"2.0","id":' + json.dumps(call.host_id) + ',"result":' + result_text + "}\n"
+        await call.host.answer_line(call, outcome, line.encode())
 
 
 @dataclass(eq=False)
@@ -334,7 +382,7 @@ class HostSplice:
         if not self.enabled or self._out is None or self.front.shutting_down:
             return False
         try:
-            message = json.loads(line)
+            message, spans = _load(line, "params")
         except ValueError:
             return False
         if not isinstance(message, dict) or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
@@ -353,7 +401,9 @@ class HostSplice:
             return False
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self)
-        if not splice.submit(call, tool.raw_name, plain[1]):
+        arguments_span = spans.inner.get("arguments") if spans is not None else None
+        arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
+        if not splice.submit(call, tool.raw_name, plain[1], arguments_text):
             return False
         self._by_host_id[host_id] = call
         self.tracker.track(host_id)
@@ -385,10 +435,13 @@ class HostSplice:
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
+        await self.answer_line(call, outcome, frame(message))
+
+    async def answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
+        """Write the framed ``line`` to the host as the answer to ``call`` (unless the host cancelled it)."""
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
         try:
-            line = frame(message)
             if self._out is not None and not self.direct.try_write(line):
                 await self._out.send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):

@@ -125,16 +125,17 @@ async def test_on_the_fast_path_a_server_error_passes_through_and_an_unknown_too
 ) -> None:
     with trio.fail_after(BOUND_SEC):
         async with serve(tmp_path, "--tools", "echo,drop_tool,invalid_params") as served:
-            with pytest.raises(MCPError) as raised:
-                await served.client.call_tool("mcp__fx__invalid_params", {})
-            assert raised.value.code == types.INVALID_PARAMS
-            assert raised.value.error.message == "invalid_params: this tool always rejects its arguments"
-            # The server drops echo silently: only the unknown-tool heal (I8) can notice.
+            # The server drops echo silently: only the unknown-tool heal (I8) can notice. (First: any
+            # -32602 re-lists, so an earlier one could drop echo from the catalog before the call.)
             await served.client.call_tool("mcp__fx__drop_tool", {"name": "echo"})
             with pytest.raises(MCPError) as unknown:
                 await served.client.call_tool(ECHO, {"text": "hi"})
             assert unknown.value.error.message == "Unknown tool: echo"
             await wait_until(lambda: served.supervisor.route(ECHO) is None, what="the heal to drop echo")
+            with pytest.raises(MCPError) as raised:
+                await served.client.call_tool("mcp__fx__invalid_params", {})
+            assert raised.value.code == types.INVALID_PARAMS
+            assert raised.value.error.message == "invalid_params: this tool always rejects its arguments"
             assert served.front.fast_calls.taken["fast"] == 3
             assert served.calls("rpc_error") == 2
 

@@ -90,16 +90,17 @@ async def test_on_the_splice_server_errors_pass_through_an_unknown_tool_heals_an
     with trio.fail_after(BOUND_SEC):
         async with open_host(config) as host:
             await host.wait_tools(lambda names: "mcp__fx__crash" in names)
-            with pytest.raises(MCPError) as raised:
-                await host.call("mcp__fx__invalid_params")
-            assert raised.value.code == types.INVALID_PARAMS
-            assert raised.value.error.message == "invalid_params: this tool always rejects its arguments"
-            # The server drops echo silently: only the unknown-tool heal (I8) can notice.
+            # The server drops echo silently: only the unknown-tool heal (I8) can notice. (First: any
+            # -32602 re-lists, so an earlier one could drop echo from the catalog before the call.)
             await host.call("mcp__fx__drop_tool", {"name": "echo"})
             with pytest.raises(MCPError) as unknown:
                 await host.call("mcp__fx__echo", {"text": "hi"})
             assert unknown.value.error.message == "Unknown tool: echo"
             await host.wait_tools(lambda names: "mcp__fx__echo" not in names)
+            with pytest.raises(MCPError) as raised:
+                await host.call("mcp__fx__invalid_params")
+            assert raised.value.code == types.INVALID_PARAMS
+            assert raised.value.error.message == "invalid_params: this tool always rejects its arguments"
             crashed = await host.call("mcp__fx__crash")
             assert crashed.is_error
             assert text_of(crashed) == "server 'fx': connection lost during tools/call crash"
@@ -118,6 +119,19 @@ async def test_a_tools_list_is_answered_from_the_encoded_catalog_with_the_same_a
             listings = [await host.session.list_tools(cache_mode="bypass") for _ in range(3)]
     assert listings[0] == listings[1] == listings[2]
     assert "tools/list answered on the wire splice" in capfd.readouterr().err
+
+
+async def test_a_large_call_crosses_the_splice_with_its_text_intact(tmp_path: Path) -> None:
+    log = tmp_path / "fx.jsonl"
+    config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log))})
+    text = ('a "quoted" line\\ with \u00e9, \U0001f600 and a tab\t\n' * 4000)[:200_000]
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config) as host:
+            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+            result = await host.call("mcp__fx__echo", {"text": text})
+    assert text_of(result) == text
+    assert result.meta is not None and result.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
+    assert [_spliced(i) for i in _call_ids(log, "echo")] == [True]
 
 
 def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
