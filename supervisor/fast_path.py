@@ -66,6 +66,15 @@ def wire_result_shaped(result: Mapping[str, Any]) -> bool:
     return isinstance(result.get("content"), list) and (is_error is None or isinstance(is_error, bool))
 
 
+def strip_server_stamp(result: Any) -> Any:
+    """Drop the upstream's ``serverInfo`` ``_meta`` stamp: the host talks to us, not to it."""
+    meta = getattr(result, "meta", None)
+    if meta and SERVER_INFO_META_KEY in meta:
+        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
+        return result.model_copy(update={"meta": rest or None})
+    return result
+
+
 def restamp(result: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:
     """The upstream's result as the host must see it: our ``serverInfo`` stamp, and a ``resultType``.
 

@@ -63,8 +63,8 @@ from supervisor._compat import (
 )
 from supervisor._version import __version__
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
-from supervisor.fast_path import wire_result_shaped
-from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call
+from supervisor.fast_path import strip_server_stamp, wire_result_shaped
+from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call, named_for, no_host_error
 from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
 from supervisor.upstream_errors import ErrorTranslator, connect_error, split_teardown_errors
@@ -78,7 +78,6 @@ logger = logging.getLogger(__name__)
 
 MAX_LIST_PAGES: Final = 1000
 """A paginator that never ends cannot hang a sync."""
-SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
 CLIENT_INFO: Final = types.Implementation(name="mcp-supervisor", version=__version__)
 
@@ -361,7 +360,7 @@ class Upstream:
                     retry=lambda r, s: send(r, s, meta, None),
                     max_rounds=DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
                 )
-        return first if isinstance(first, dict) else _strip_server_stamp(first)
+        return first if isinstance(first, dict) else strip_server_stamp(first)
 
     def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
         """See each notification in wire order, before the SDK spawns its handlers (runs in the reader task).
@@ -390,13 +389,13 @@ class Upstream:
         except ValidationError:
             return
         if call.wants_log(log.level):
-            call.notices.put(_named_for(name, log))
+            call.notices.put(named_for(name, log))
 
     async def _dispatch_input_request(
         self, key: str, request: types.InputRequest
     ) -> types.InputResponse | types.ErrorData:
         if self._host is None:
-            return _no_host(request.method)
+            return no_host_error(request.method)
         return await self._host.ask_host(self._settings.name, request)
 
     # -- standing state: log level, resource subscriptions -------------------------------
@@ -457,27 +456,6 @@ _LIST_METHODS: Final[dict[Kind, str]] = {
 }
 
 
-def _named_for(server: str, log: types.LoggingMessageNotificationParams) -> types.LoggingMessageNotificationParams:
-    """The host sees ``logger = <server>`` (``<server>.<logger>`` when the upstream named one)."""
-    return log.model_copy(update={"logger": f"{server}.{log.logger}" if log.logger else server})
-
-
-def _strip_server_stamp(result: Any) -> Any:
-    """Drop the upstream's ``serverInfo`` ``_meta`` stamp: the host talks to us, not to it."""
-    meta = getattr(result, "meta", None)
-    if meta and SERVER_INFO_META_KEY in meta:
-        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
-        return result.model_copy(update={"meta": rest or None})
-    return result
-
-
-def _no_host(method: str) -> types.ErrorData:
-    return types.ErrorData(
-        code=types.INVALID_REQUEST,
-        message=f"mcp-supervisor has no host to forward {method} to (one-shot command)",
-    )
-
-
 def _open_transport(
     settings: ServerSettings, health: TransportHealth, splice: UpstreamSplice | None
 ) -> AbstractAsyncContextManager[TransportStreams]:
@@ -521,7 +499,7 @@ async def open_upstream(
                 await host.deliver_resource_updated(name, str(params.uri))
             case types.LoggingMessageNotification(params=params) if host is not None and not modern:
                 # Connection-wide (handshake era); request-scoped messages went through the tap.
-                await host.deliver_log(name, _named_for(name, params))
+                await host.deliver_log(name, named_for(name, params))
             case types.ElicitCompleteNotification(params=params) if host is not None:
                 await host.deliver_elicitation_complete(name, params.elicitation_id)
             case Exception():
@@ -532,7 +510,7 @@ async def open_upstream(
 
     async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         if host is None:
-            return _no_host(request.method)
+            return no_host_error(request.method)
         return await host.ask_host(name, request)
 
     async def on_sampling(
