@@ -73,8 +73,8 @@ ID_PREFIX: Final = "mcp-supervisor/splice/"
 _ID_MARK: Final = ID_PREFIX.encode()
 _ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """The 2026 per-request envelope: ours replaces the host's, as on the general path. Any other key: general path."""
-_UNANSWERED_WRITE_GRACE_SEC: Final = 5.0
-"""How long answering the spliced calls of a dead transport may wait for the host wire."""
+_ANSWER_WRITE_GRACE_SEC: Final = 5.0
+"""How long writing one spliced answer may wait for the host wire (the write is shielded)."""
 
 
 _BIG_LINE_BYTES: Final = 64 * 1024
@@ -132,6 +132,8 @@ class SplicedCall:
     deadline: float
     host: HostSplice
     done: bool = False
+    upstream: UpstreamSplice | None = None
+    """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
 
 
 def plain_call(params: Any) -> tuple[str, dict[str, Any] | None] | None:
@@ -277,11 +279,10 @@ class UpstreamSplice:
         calls = list(self._pending.values())
         self._pending.clear()
         self._order.clear()
-        with trio.move_on_after(_UNANSWERED_WRITE_GRACE_SEC):
-            for call in calls:
-                call.done = True
-                text = f"server {self.server!r}: connection lost during tools/call {call.tool.raw_name}"
-                await call.host.fail(call, "unavailable", "UpstreamUnavailable", text)
+        for call in calls:  # each answer's write is shielded: a cancelled caller still answers them all
+            call.done = True
+            text = f"server {self.server!r}: connection lost during tools/call {call.tool.raw_name}"
+            await call.host.fail(call, "unavailable", "UpstreamUnavailable", text)
         if calls:
             logger.debug("server=%s %d spliced call(s) failed: %s", self.server, len(calls), reason)
 
@@ -327,6 +328,7 @@ class HostSplice:
     _out: MemoryObjectSendStream[Any] | None = None
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _stamp: dict[str, Any] | None = None
+    _wire_stuck: bool = False
     direct: DirectWrite = field(default_factory=DirectWrite)
     """Bound to the host wire by the stdio link (``open_stdio_wire``)."""
 
@@ -400,7 +402,7 @@ class HostSplice:
         if splice is None or not splice.ready:
             return False
         now = trio.current_time()
-        call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self)
+        call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         arguments_span = spans.inner.get("arguments") if spans is not None else None
         arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
         if not splice.submit(call, tool.raw_name, plain[1], arguments_text):
@@ -421,9 +423,8 @@ class HostSplice:
         call = self._by_host_id.pop(request_id, None)
         if call is None:
             return False
-        upstream = call.actor.wire_upstream
-        if upstream is not None and upstream.splice is not None:
-            upstream.splice.abandon(call, "the host cancelled the request")
+        if call.upstream is not None:
+            call.upstream.abandon(call, "the host cancelled the request")
         call.done = True
         self._finish(call, "cancelled")
         return True
@@ -442,8 +443,16 @@ class HostSplice:
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
         try:
-            if self._out is not None and not self.direct.try_write(line):
-                await self._out.send(line)
+            # Shielded and bounded: the answer is owed once the call left the tables, even when the
+            # task delivering it (an upstream pump, the transport's watcher) is being cancelled.
+            # A host that already left one answer waiting the whole grace gets no further grace.
+            grace = 0.0 if self._wire_stuck else _ANSWER_WRITE_GRACE_SEC
+            with trio.CancelScope(shield=True), trio.move_on_after(grace) as bound:
+                if self._out is not None and not self.direct.try_write(line):
+                    await self._out.send(line)
+            self._wire_stuck = bound.cancelled_caught
+            if bound.cancelled_caught:
+                logger.warning("the host did not take a spliced answer within %gs; dropped", grace)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
         finally:
