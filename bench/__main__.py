@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from bench import big_listing, call_path, fleet, fleet_store, reconnect, storm
-from bench.harness import cores
+from bench.harness import cores, versions
 
 BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p1": reconnect.run,
@@ -26,12 +26,16 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (under 60 s)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (under 2 minutes)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="which benchmarks (default: all)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-    results: dict[str, Any] = {"cores": cores(), "quick": args.quick}
+    results: dict[str, Any] = {
+        "cores": cores(),
+        "quick": args.quick,
+        "versions": versions() | {"fastmcp": call_path.FASTMCP_VERSION},
+    }
     for name in args.names or list(BENCHMARKS):
         results.update(trio.run(lambda run=BENCHMARKS[name]: run(quick=args.quick)))
     if args.json:

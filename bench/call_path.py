@@ -5,14 +5,19 @@ real `mcp.Client` host (``mode="auto"``) over the same small stdio transport:
 
 * ``direct``: the host spawns the fixture itself;
 * ``sidecar``: the host spawns ``python -m supervisor run`` configured with the fixture;
-* ``fastmcp``: the host spawns a FastMCP proxy (the current ``fastmcp`` from PyPI, in its
-  own virtual environment under ``bench/.venvs/fastmcp``, installed here if missing),
+* ``fastmcp``: the host spawns a FastMCP proxy (``fastmcp`` pinned to ``FASTMCP_VERSION``,
+  in its own virtual environment under ``bench/.venvs/fastmcp``, installed here if missing
+  or at another version, so the anchor does not move between runs),
   built the way FastMCP's docs recommend for a stdio backend:
   ``create_proxy({"mcpServers": {...}})``, served over stdio.
 
 All three stay connected for the whole benchmark; each round measures every variant in
-turn (c1: sequential calls; c32: 32 concurrent callers on one client session), and the
-reported numbers are medians over rounds. Every process is stopped by closing its stdin
+turn (c1: sequential calls; c32: 32 concurrent callers on one client session; 1 MB:
+sequential calls whose argument and result are each a 1 MB text), and the
+reported numbers are medians over rounds. The CPU each variant's middle process spends
+per call (the sidecar, the FastMCP proxy; for ``direct``, the server itself) is read
+from its own ``/proc/<pid>/stat`` (user + system, children excluded) around every
+measured window, and divided by the calls made in those windows. Every process is stopped by closing its stdin
 (bounded), then its process group is killed; leftovers carrying the run's marker are
 killed and reported.
 """
@@ -34,6 +39,7 @@ from bench.harness import (
     REPO_ROOT,
     Host,
     bench_mark,
+    cpu_sec,
     fixture_argv,
     fixture_server,
     median,
@@ -44,12 +50,16 @@ from bench.harness import (
     write_settings,
 )
 
+FASTMCP_VERSION: Final = "4.2.3"
+"""The FastMCP the proxy variant runs (the version the first published figures used)."""
 FASTMCP_VENV: Final = REPO_ROOT / "bench" / ".venvs" / "fastmcp"
 FASTMCP_PYTHON: Final = FASTMCP_VENV / "bin" / "python"
 PROXY_SCRIPT: Final = FASTMCP_VENV / "bench_proxy.py"
 INSTALL_BOUND_SEC: Final = 600.0
 START_BOUND_SEC: Final = 60.0
 CONCURRENCY: Final = 32
+LARGE_TEXT: Final = "x" * 1_000_000
+"""The 1 MB argument (echoed back as the result) of the large-result calls."""
 VARIANTS: Final = ("direct", "sidecar", "fastmcp")
 TOOL: Final = {"direct": "echo", "sidecar": "mcp__fx__echo", "fastmcp": "echo"}
 
@@ -78,15 +88,19 @@ def _fastmcp_version() -> str | None:
 
 
 def ensure_fastmcp() -> tuple[str | None, str]:
-    """Make sure the FastMCP venv exists; return (version or None, a note for the report)."""
+    """Make sure the FastMCP venv holds ``FASTMCP_VERSION``; return (version or None, a note for the report)."""
     version = _fastmcp_version()
     note = "already installed"
-    if version is None:
-        print(f"  installing fastmcp into {FASTMCP_VENV.relative_to(REPO_ROOT)} (one-time) ...", flush=True)
+    if version != FASTMCP_VERSION:
+        print(
+            f"  installing fastmcp=={FASTMCP_VERSION} into {FASTMCP_VENV.relative_to(REPO_ROOT)} (found {version}) ...",
+            flush=True,
+        )
         try:
-            subprocess.run(["python3", "-m", "venv", str(FASTMCP_VENV)], check=True, timeout=INSTALL_BOUND_SEC)
+            if not FASTMCP_PYTHON.exists():
+                subprocess.run(["python3", "-m", "venv", str(FASTMCP_VENV)], check=True, timeout=INSTALL_BOUND_SEC)
             subprocess.run(
-                [str(FASTMCP_VENV / "bin" / "pip"), "install", "-q", "--upgrade", "fastmcp"],
+                [str(FASTMCP_VENV / "bin" / "pip"), "install", "-q", f"fastmcp=={FASTMCP_VERSION}"],
                 check=True,
                 timeout=INSTALL_BOUND_SEC,
                 stdout=subprocess.DEVNULL,
@@ -96,8 +110,8 @@ def ensure_fastmcp() -> tuple[str | None, str]:
             return None, f"could not install fastmcp: {exc}"
         version = _fastmcp_version()
         note = "installed by this run"
-        if version is None:
-            return None, "fastmcp installed but does not import"
+        if version != FASTMCP_VERSION:
+            return None, f"fastmcp=={FASTMCP_VERSION} installed but {version} imports"
     PROXY_SCRIPT.write_text(_PROXY_SOURCE, encoding="utf-8")
     return version, note
 
@@ -120,6 +134,15 @@ async def _measure_c1(host: Host, tool: str, calls: int) -> tuple[float, list[fl
         if result.is_error:
             raise RuntimeError(f"{tool} failed: {result}")
     return calls / (trio.current_time() - start), latencies
+
+
+async def _measure_large(host: Host, tool: str, calls: int) -> float:
+    start = trio.current_time()
+    for _ in range(calls):
+        result = await host.session.call_tool(tool, {"text": LARGE_TEXT})
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result}")
+    return calls / (trio.current_time() - start)
 
 
 async def _measure_concurrent(host: Host, tool: str, calls: int, concurrency: int) -> float:
@@ -163,6 +186,7 @@ def _log_summary(log: Path) -> dict[str, int]:
 
 async def run(*, quick: bool) -> dict[str, Any]:
     rounds, c1_calls, c32_calls = (1, 100, 480) if quick else (5, 300, 3200)
+    large_calls = 5 if quick else 20
     print(f"p2 call path: fixture --tools echo; {rounds} rounds, c1 x {c1_calls} calls, c32 x {c32_calls} calls")
     fastmcp_version, fastmcp_note = await trio.to_thread.run_sync(ensure_fastmcp)
     variants = [v for v in VARIANTS if v != "fastmcp" or fastmcp_version is not None]
@@ -172,7 +196,9 @@ async def run(*, quick: bool) -> dict[str, Any]:
         print(f"  FastMCP {fastmcp_version} ({fastmcp_note}), create_proxy(mcpServers config), host mode=auto")
     cps1: dict[str, list[float]] = {v: [] for v in variants}
     cps32: dict[str, list[float]] = {v: [] for v in variants}
+    cps_large: dict[str, list[float]] = {v: [] for v in variants}
     p50: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, float] = dict.fromkeys(variants, 0.0)  # the middle process's CPU-s in measured windows
     eras: dict[str, str] = {}
     logs: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,12 +216,16 @@ async def run(*, quick: bool) -> dict[str, Any]:
                     eras[variant] = str(hosts[variant].session.protocol_version)
                 for _ in range(rounds):
                     for variant in variants:
+                        pid = hosts[variant].process.pid
+                        cpu_before = cpu_sec(pid)
                         cps, latencies = await _measure_c1(hosts[variant], TOOL[variant], c1_calls)
                         cps1[variant].append(cps)
                         p50[variant].append(percentile(latencies, 0.5) * 1000)
                         cps32[variant].append(
                             await _measure_concurrent(hosts[variant], TOOL[variant], c32_calls, CONCURRENCY)
                         )
+                        cpu[variant] += cpu_sec(pid) - cpu_before
+                        cps_large[variant].append(await _measure_large(hosts[variant], TOOL[variant], large_calls))
         finally:
             await reap_marked("p2")
         logs = {v: _log_summary(workdir / f"{v}.jsonl") for v in variants}
@@ -207,20 +237,29 @@ async def run(*, quick: bool) -> dict[str, Any]:
     for variant in VARIANTS:
         result[f"p2_{variant}_cps_c1"] = med(cps1, variant)
         result[f"p2_{variant}_cps_c{CONCURRENCY}"] = med(cps32, variant)
+        result[f"p2_{variant}_cps_1mb"] = med(cps_large, variant)
     direct32, sidecar32, fast32 = (result[f"p2_{v}_cps_c{CONCURRENCY}"] for v in VARIANTS)
+    result["p2_ratio_sidecar_vs_direct_1mb"] = round(result["p2_sidecar_cps_1mb"] / result["p2_direct_cps_1mb"], 3)
     result["p2_ratio_sidecar_vs_direct_c32"] = round(sidecar32 / direct32, 3)
     result["p2_ratio_sidecar_vs_fastmcp_c32"] = round(sidecar32 / fast32, 3) if fast32 else None
     result["p2_added_latency_ms_p50_c1"] = round(median(p50["sidecar"]) - median(p50["direct"]), 3)
     result["p2_p50_ms_c1"] = {v: round(median(p50[v]), 3) for v in variants}
+    calls = rounds * (c1_calls + c32_calls)
+    result["p2_cpu_us_per_call"] = {v: round(cpu[v] / calls * 1e6, 1) for v in variants}
+    result["p2_sidecar_cpu_us_per_call"] = result["p2_cpu_us_per_call"]["sidecar"]
     result["p2_fastmcp_version"] = fastmcp_version
     for variant in variants:
         print(
             f"  {variant:8} c1 {result[f'p2_{variant}_cps_c1']:8.1f} calls/s (p50 {median(p50[variant]):6.2f} ms)"
             f"   c{CONCURRENCY} {result[f'p2_{variant}_cps_c{CONCURRENCY}']:8.1f} calls/s"
+            f"   1MB {result[f'p2_{variant}_cps_1mb']:6.1f} calls/s"
+            f"   cpu {result['p2_cpu_us_per_call'][variant]:7.1f} us/call"
             f"   era {eras[variant]}   upstream saw {logs[variant]}"
         )
     print(f"  sidecar/direct c32 {result['p2_ratio_sidecar_vs_direct_c32']} (target >= 0.8)")
     print(f"  sidecar/fastmcp c32 {result['p2_ratio_sidecar_vs_fastmcp_c32']} (target >= 5)")
-    print(f"  added p50 latency at c1: {result['p2_added_latency_ms_p50_c1']} ms")
+    print(f"  sidecar/direct with 1 MB results {result['p2_ratio_sidecar_vs_direct_1mb']} (target >= 0.8)")
+    print(f"  added p50 latency at c1: {result['p2_added_latency_ms_p50_c1']} ms (target <= 0.3)")
+    print(f"  sidecar CPU per call: {result['p2_sidecar_cpu_us_per_call']} us (target <= 150)")
     sys.stdout.flush()
     return result

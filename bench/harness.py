@@ -11,6 +11,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Final
 
@@ -107,6 +108,28 @@ async def reap_marked(what: str, *, grace_sec: float = 3.0) -> int:
     if survivors:
         print(f"  WARNING: {what}: killed {len(survivors)} leftover process(es) {survivors}", file=sys.stderr)
     return len(survivors)
+
+
+_CLOCK_TICKS_PER_SEC: Final = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_sec(pid: int) -> float:
+    """User plus system CPU seconds one process has used so far (children excluded), from /proc/<pid>/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    # After the command name: state is field 3, so utime (14) and stime (15) are at 11 and 12 here.
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS_PER_SEC
+
+
+def versions() -> dict[str, str]:
+    """The versions a run measured: this Python and the packages on the call path."""
+    return {
+        "python": sys.version.split()[0],
+        "mcp": version("mcp"),
+        "trio": version("trio"),
+        "anyio": version("anyio"),
+        "pydantic": version("pydantic"),
+    }
 
 
 def rss_mb(pid: int) -> float:

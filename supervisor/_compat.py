@@ -17,6 +17,11 @@ of an SDK object.
   elicitation, roots embedded in an ``InputRequiredResult``) is only public
   inside ``Client.call_tool``; the sidecar drives rounds for handshake-era hosts
   through it with its own dispatch (the host's connection).
+* ``send_raw_request``: ``ClientSession`` sends only typed requests and returns
+  only validated results; the tools/call fast path (``fast_path``) sends the
+  request dict through the session's own stamp (the 2026 ``_meta`` envelope and
+  headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
+  is that stamp's ``_meta`` alone, for the stdio wire splice (``wire_splice``).
 
 One private use lives elsewhere on purpose: pydantic-settings'
 ``EnvSettingsSource._load_env_vars`` is overridden in ``_settings_env`` (an
@@ -33,6 +38,7 @@ from typing import Any
 
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
 from mcp.client._transport import TransportStreams
+from mcp.client.session import ClientSession
 from mcp.server import Server
 from mcp.server.connection import Connection
 from mcp.server.context import ServerMiddleware
@@ -45,7 +51,9 @@ __all__ = [
     "add_server_middleware",
     "connection_of",
     "create_mcp_http_client",
+    "request_envelope",
     "run_input_required_driver",
+    "send_raw_request",
 ]
 
 
@@ -58,3 +66,25 @@ def connection_of(session: ServerSession) -> Connection:
 def add_server_middleware(server: Server[Any], middleware: ServerMiddleware[Any]) -> None:
     """Append ``middleware`` innermost (after the SDK's OpenTelemetry middleware)."""
     server.middleware.append(middleware)
+
+
+async def send_raw_request(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Send ``method`` with ``params`` (owned by the caller, stamped in place) and return the raw result dict.
+
+    Raises:
+        MCPError: The server answered with an error, or the connection closed.
+    """
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: Any = {}
+    session._stamp(data, opts)
+    result: dict[str, Any] = await session._dispatcher.send_raw_request(method, data["params"], opts)
+    return result
+
+
+def request_envelope(session: ClientSession, method: str) -> dict[str, Any]:
+    """The ``_meta`` the session's stamp puts on a ``method`` request (the 2026 envelope; empty before it)."""
+    data: dict[str, Any] = {"method": method, "params": {}}
+    opts: Any = {}
+    session._stamp(data, opts)
+    meta: dict[str, Any] = data["params"].get("_meta", {})
+    return meta

@@ -8,7 +8,12 @@ chunks is searched once, not 256 times over.
 
 ``encode_batch`` turns one message plus everything already queued behind it
 into one buffer, so a burst of answers costs one ``write`` instead of one per
-message. It never waits: it only takes what ``receive_nowait`` hands over.
+message. A ``bytes`` item is a line framed already (the wire splice's). It
+never waits: it only takes what ``receive_nowait`` hands over.
+
+``DirectWrite`` lets a task that is not the writer put a short line straight
+on a pipe while the writer task is parked with nothing queued, which saves the
+two task switches of handing it over (the wire splice's answers and requests).
 
 Nothing here awaits, so under trio each call is atomic; a ``LineBuffer`` belongs
 to the one task that reads its stream.
@@ -16,25 +21,35 @@ to the one task that reads its stream.
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+import contextlib
+import fcntl
+import os
+import select
+import stat
+from typing import Any, Final, Protocol
 
 import anyio
+import trio
 from mcp.shared.message import SessionMessage
 
+PIPE_BYTES: Final = 1 << 20
+"""Capacity ``widen_pipe`` asks for (Linux ``F_SETPIPE_SZ``; the default 64 KiB splits a 1 MB message in 16)."""
 MAX_BATCH_MESSAGES: Final = 256
 """Bound on one batch, so a flood of small messages still yields to the writer."""
 
 
 class _NowaitSource(Protocol):
-    def receive_nowait(self) -> SessionMessage: ...
+    def receive_nowait(self) -> SessionMessage | bytes: ...
 
 
-def encode_frame(message: SessionMessage) -> bytes:
-    """One message as one JSON line."""
+def encode_frame(message: SessionMessage | bytes) -> bytes:
+    """One message as one JSON line (``bytes``: a line already framed, by ``wire_splice``)."""
+    if isinstance(message, bytes):
+        return message
     return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
-def encode_batch(first: SessionMessage, source: _NowaitSource) -> bytes:
+def encode_batch(first: SessionMessage | bytes, source: _NowaitSource) -> bytes:
     """``first`` and every message already waiting in ``source`` (up to a bound), framed."""
     frames = [encode_frame(first)]
     while len(frames) < MAX_BATCH_MESSAGES:
@@ -43,6 +58,54 @@ def encode_batch(first: SessionMessage, source: _NowaitSource) -> bytes:
         except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
             break
     return b"".join(frames)
+
+
+class DirectWrite:
+    """Write a framed line straight to a pipe when its writer task is idle: no task switch, same order.
+
+    ``bind`` names the pipe's fd and the memory stream its writer task drains.
+    ``try_write`` writes only while that task is parked in ``receive`` (so the
+    stream is empty and the task is not writing) and only a line of at most
+    ``PIPE_BUF`` bytes, which a non-blocking pipe takes whole or not at all.
+    Otherwise (or on any error, which the writer task will meet and report) it
+    returns False and the caller queues the line as usual.
+    """
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._stream: Any = None
+        self.written = 0
+        """Lines written directly (tests read it)."""
+
+    def bind(self, fd: int, stream: Any) -> None:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # a file or a socket may take part of a line
+            self._fd, self._stream = fd, stream
+
+    def unbind(self) -> None:
+        self._fd = self._stream = None
+
+    def try_write(self, line: bytes) -> bool:
+        if self._fd is None or len(line) > select.PIPE_BUF:
+            return False
+        if self._stream.statistics().tasks_waiting_receive == 0:
+            return False  # the writer is busy or has lines queued: keep the order
+        try:
+            written = os.write(self._fd, line)
+        except OSError:
+            return False
+        if written != len(line):  # cannot happen on a pipe for <= PIPE_BUF bytes; never send a torn line
+            raise RuntimeError(f"a pipe took {written} of {len(line)} bytes of an atomic write")
+        self.written += 1
+        return True
+
+
+def widen_pipe(pipe: object) -> None:
+    """Ask for a ``PIPE_BYTES`` pipe, so a large message crosses in fewer fill-and-drain rounds."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setpipe is None or not isinstance(pipe, trio.lowlevel.FdStream):
+        return
+    with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size for an unprivileged user: keep 64 KiB
+        fcntl.fcntl(pipe.fileno(), setpipe, PIPE_BYTES)
 
 
 class LineBuffer:

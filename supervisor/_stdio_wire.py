@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -30,7 +30,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from supervisor._frames import LineBuffer, encode_batch
+from supervisor._frames import DirectWrite, LineBuffer, encode_batch, widen_pipe
 
 __all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
 
@@ -39,14 +39,22 @@ logger = logging.getLogger(__name__)
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
 WriteStream = MemoryObjectSendStream[SessionMessage]
 
+Intercept = Callable[[bytes], bool]
+"""Sees each incoming line first, synchronously; True takes it off the wire (``wire_splice``)."""
+
 _DRAIN_GRACE_SEC = 5.0
-_READ_CHUNK_BYTES = 65536
+_READ_CHUNK_BYTES = 1 << 20  # a large request in a few wake-ups
 
 
 async def _pump_wire_to_stream(
-    wire: trio.lowlevel.FdStream, out: MemoryObjectSendStream[SessionMessage | Exception]
+    wire: trio.lowlevel.FdStream,
+    out: MemoryObjectSendStream[SessionMessage | Exception],
+    intercept: Intercept | None = None,
 ) -> None:
-    """Split the wire into lines and deliver each as a parsed message (or its parse error)."""
+    """Split the wire into lines and deliver each as a parsed message (or its parse error).
+
+    A line ``intercept`` takes (returns True for) is not parsed or delivered.
+    """
     lines = LineBuffer()  # no cap: the host is the party this process serves
     async with out:
         while True:
@@ -58,7 +66,7 @@ async def _pump_wire_to_stream(
                 return  # EOF: closing `out` ends the server's read loop.
             lines.feed(chunk)
             while (line := lines.next_line()) is not None:
-                if not line.strip():
+                if not line.strip() or (intercept is not None and intercept(line)):
                     continue
                 item: SessionMessage | Exception
                 try:
@@ -88,8 +96,17 @@ async def _pump_stream_to_wire(
 
 
 @asynccontextmanager
-async def open_stdio_wire() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+async def open_stdio_wire(
+    intercept: Intercept | None = None, direct: DirectWrite | None = None
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP frames over this process's stdin/stdout, cancellably.
+
+    Args:
+        intercept: Sees each incoming line before it is parsed; a line it takes
+            (returns True for) never reaches ``read``. ``write`` also accepts
+            ``bytes``: a line framed already.
+        direct: Bound to the wire while it is open, so short lines can bypass
+            the writer task when it is idle.
 
     Yields:
         `(read, write)`: `read` yields each incoming `SessionMessage` (or the
@@ -100,6 +117,8 @@ async def open_stdio_wire() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     saved_stdout = os.dup(1)
     wire_in = trio.lowlevel.FdStream(os.dup(0))
     wire_out = trio.lowlevel.FdStream(os.dup(1))
+    for pipe in (wire_in, wire_out):
+        widen_pipe(pipe)  # a pipe's capacity can be set from either end; a large answer then crosses in one write
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -109,12 +128,16 @@ async def open_stdio_wire() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     drained = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send)
+            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send, intercept)
             nursery.start_soon(_pump_stream_to_wire, write_recv, wire_out, drained)
+            if direct is not None:
+                direct.bind(wire_out.fileno(), write_send)
             try:
                 yield read_recv, write_send
             finally:
                 # The server normally closed `write_send` already; closing is idempotent.
+                if direct is not None:
+                    direct.unbind()
                 write_send.close()
                 read_recv.close()
                 with trio.CancelScope(shield=True), trio.move_on_after(_DRAIN_GRACE_SEC):

@@ -11,10 +11,15 @@ It sits innermost in ``Server.middleware``, so the OpenTelemetry span still
 wraps every request, and the cached value is exactly what the SDK produced
 (the runner copies a middleware's dict before it shapes the envelope, so the
 cached object is never mutated). Synchronous bookkeeping only; no locks needed.
+
+``encoded`` gives the same answer as JSON bytes, encoded once per version, for
+the stdio wire splice (``wire_splice``), which writes a first-page listing to a
+2026-era stdio host without the SDK re-validating and re-encoding 5,000 tools.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -37,13 +42,12 @@ class ToolsListWireCache:
         self._settled = settled
         self._version = -1
         self._by_protocol: dict[str, HandlerResult] = {}
+        self._encoded: dict[str, bytes] = {}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/list" or (ctx.params and ctx.params.get("cursor")):
             return await call_next(ctx)
-        if self._version != self._registry.version:
-            self._version = self._registry.version
-            self._by_protocol.clear()
+        self._check_version()
         cached = self._by_protocol.get(ctx.protocol_version)
         if cached is not None:
             return cached
@@ -53,3 +57,20 @@ class ToolsListWireCache:
         if isinstance(result, dict) and self._registry.version == version_before == self._version and self._settled():
             self._by_protocol[ctx.protocol_version] = result
         return result
+
+    def _check_version(self) -> None:
+        if self._version != self._registry.version:
+            self._version = self._registry.version
+            self._by_protocol.clear()
+            self._encoded.clear()
+
+    def encoded(self, protocol_version: str) -> bytes | None:
+        """The cached first-page answer for ``protocol_version`` as JSON bytes, or None if none is cached."""
+        self._check_version()
+        encoded = self._encoded.get(protocol_version)
+        if encoded is None:
+            cached = self._by_protocol.get(protocol_version)
+            if cached is None:
+                return None
+            encoded = self._encoded[protocol_version] = json.dumps(cached, separators=(",", ":")).encode()
+        return encoded

@@ -22,6 +22,10 @@ their connection, captured when the host finishes its handshake and forgotten
 when the connection closes. ``serve_change_notices`` coalesces bursts of
 Registry changes into one notice per kind per short window.
 
+``tools/call`` between a 2026-era host and a 2026-era upstream usually takes
+the fast path (``fast_path``): the same routing, errors, heal and metrics
+(``_run_tool_call``), without the SDK's models of the request and result.
+
 Logging: ``logging/setLevel`` is registered with ``add_request_handler`` (the
 constructor argument is deprecated in mcp 2.3 and warns); the most verbose
 level any handshake-era host set is applied to every handshake-era upstream.
@@ -62,9 +66,10 @@ from supervisor._version import __version__
 from supervisor.catalog_wire import ToolsListWireCache
 from supervisor.errors import UpstreamError, UpstreamTimeout
 from supervisor.exchanges import ExchangeTable
+from supervisor.fast_path import FastToolCalls, restamp
 from supervisor.host_calls import HostCall
 from supervisor.metrics import CallOutcome
-from supervisor.registry import Kind
+from supervisor.registry import Kind, RegisteredTool
 from supervisor.relay import Relay
 from supervisor.resource_routes import ResourceRoutes
 from supervisor.root import Supervisor
@@ -133,10 +138,13 @@ class Front:
         # Registered directly: `Server(on_set_logging_level=…)` is deprecated and warns at construction.
         self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_log_level)
         add_server_middleware(self.server, self._track_requests)
-        add_server_middleware(
-            self.server,
-            ToolsListWireCache(supervisor.registry, settled=lambda: not supervisor.pending_first_attempts()),
+        self.tools_list_cache = ToolsListWireCache(
+            supervisor.registry, settled=lambda: not supervisor.pending_first_attempts()
         )
+        add_server_middleware(self.server, self.tools_list_cache)
+        self.fast_calls = FastToolCalls(supervisor.route, self._call_tool_wire)
+        """The tools/call fast path (``fast_path``); innermost, after the request tracking."""
+        add_server_middleware(self.server, self.fast_calls)
         self.init_options = self.server.create_initialization_options(
             NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
         )
@@ -198,32 +206,82 @@ class Front:
         if routed is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         tool, actor = routed
+        arguments = params.arguments
+
+        async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
+            return await actor.call_tool(tool.raw_name, arguments, call)
+
+        result = await self._run_tool_call(ctx, tool, actor, send, _is_error_model)
+        return _error_result(result) if isinstance(result, str) else result
+
+    async def _call_tool_wire(
+        self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
+    ) -> HandlerResult:
+        """The fast path (``fast_path``): the same call, the result as the upstream's JSON object, restamped."""
+        if self._shutting_down:
+            return _error_result("mcp-supervisor is shutting down; the call was not started")
+
+        async def send(call: HostCall) -> dict[str, Any]:
+            return await actor.call_tool_wire(tool.raw_name, arguments, call)
+
+        result = await self._run_tool_call(ctx, tool, actor, send, _is_error_wire)
+        if isinstance(result, str):
+            return _error_result(result)
+        return restamp(result, self.server.server_info_stamp)
+
+    async def _run_tool_call(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: RegisteredTool,
+        actor: ServerActor,
+        send: Callable[[HostCall], Awaitable[T]],
+        is_error: Callable[[T], bool],
+    ) -> T | str:
+        """Forward one tools/call; an ``UpstreamError`` comes back as its message (the caller makes the error result).
+
+        Both paths share this: the failure warning (rate-limited), the metrics
+        outcome, the URL-elicitation bookkeeping, and the error rule.
+        """
         started = trio.current_time()
         outcome: CallOutcome = "cancelled"
         try:
-            result = await self._forward(
-                ctx,
-                actor,
-                f"tools/call {params.name}",
-                lambda call: actor.call_tool(tool.raw_name, params.arguments, call),
-            )
-            outcome = "tool_error" if isinstance(result, types.CallToolResult) and result.is_error else "ok"
+            result = await self._forward(ctx, actor, f"tools/call {tool.key}", send)
+            outcome = "tool_error" if is_error(result) else "ok"
             return result
         except UpstreamError as exc:
             outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
-            self._call_failures.warning(
-                (tool.owner, type(exc).__name__),
-                "server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, exc,
-                extra={"server": tool.owner, "tool": tool.raw_name},
-            )  # fmt: skip
-            return _error_result(str(exc))
+            self.note_call_failure(tool, type(exc).__name__, str(exc))
+            return str(exc)
         except MCPError as exc:
             outcome = "rpc_error"
             if exc.code == URL_ELICITATION_REQUIRED:
                 self._remember_url_elicitations(ctx, actor, exc)
             raise
         finally:
-            self._supervisor.metrics.call_finished(tool.owner, outcome, trio.current_time() - started)
+            self.note_call(tool, outcome, trio.current_time() - started)
+
+    # -- what every tools/call path shares (this Front's and ``wire_splice``'s) --------
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether new calls are refused (``begin_shutdown`` was called)."""
+        return self._shutting_down
+
+    def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None:
+        """The tool named ``public_name`` and the actor serving it, or None."""
+        return self._supervisor.route(public_name)
+
+    def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None:
+        """Count one finished tools/call in the metrics."""
+        self._supervisor.metrics.call_finished(tool.owner, outcome, seconds)
+
+    def note_call_failure(self, tool: RegisteredTool, kind: str, text: str) -> None:
+        """Warn (rate-limited per server and kind) that a call failed upstream with ``text``."""
+        self._call_failures.warning(
+            (tool.owner, kind),
+            "server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, text,
+            extra={"server": tool.owner, "tool": tool.raw_name},
+        )  # fmt: skip
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
@@ -441,6 +499,14 @@ class Front:
     async def wait_idle(self) -> None:
         """Return when every request handler already running has returned."""
         await self._idle.wait()
+
+
+def _is_error_model(result: types.CallToolResult | types.InputRequiredResult) -> bool:
+    return isinstance(result, types.CallToolResult) and result.is_error
+
+
+def _is_error_wire(result: dict[str, Any]) -> bool:
+    return result.get("isError") is True
 
 
 def _error_result(text: str) -> types.CallToolResult:

@@ -15,6 +15,10 @@ and every answer written back (``_Unanswered``), which gives two guarantees:
 Listen streams (``subscriptions/listen``) stay open by design and are not
 counted; the Front ends them on shutdown.
 
+Plain 2026-era ``tools/call`` requests for 2026-era stdio upstreams skip the
+SDK altogether: the wire splice (``wire_splice.HostSplice``) takes them off the
+wire and answers them on it, tracked in the same unanswered set.
+
 Concurrency: ``run`` owns a nursery with the relay task (server → wire) next
 to the server, outside the host scope, so answers produced before the scope
 was cancelled still reach the wire. ``close`` cancels the host scope and waits
@@ -35,6 +39,7 @@ from mcp.shared.message import SessionMessage
 from supervisor._stdio_wire import WriteStream, open_stdio_wire
 from supervisor._streams import ReadStreamView
 from supervisor.front import Front
+from supervisor.wire_splice import HostSplice
 
 logger = logging.getLogger(__name__)
 
@@ -63,16 +68,22 @@ class _Unanswered:
             # A cancelled request may never be answered; the host no longer waits for it either.
             request_id = (message.params or {}).get("requestId")
             if isinstance(request_id, str | int):
-                self._settle(request_id)
+                self.settle(request_id)
 
-    def _settle(self, request_id: types.RequestId) -> None:
+    def track(self, request_id: types.RequestId) -> None:
+        """A request the wire splice took off the wire."""
+        if not self._ids:
+            self._idle = trio.Event()
+        self._ids.add(request_id)
+
+    def settle(self, request_id: types.RequestId) -> None:
         self._ids.discard(request_id)
         if not self._ids:
             self._idle.set()
 
     def answered(self, message: SessionMessage) -> None:
         if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError) and message.message.id is not None:
-            self._settle(message.message.id)
+            self.settle(message.message.id)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -109,12 +120,18 @@ class StdioHostLink:
         self._scope = trio.CancelScope()
         self._done = trio.Event()
         self._unanswered = _Unanswered()
+        self.splice = HostSplice(front, self._unanswered)
+        """The wire splice's host end (tests read ``splice.taken``)."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve the host until it hangs up or ``close``; either way, set the stop event."""
         front = self._front
         try:
-            async with open_stdio_wire() as (wire_read, wire_write), trio.open_nursery() as relay_nursery:
+            async with (
+                open_stdio_wire(self.splice.on_line, self.splice.direct) as (wire_read, wire_write),
+                trio.open_nursery() as relay_nursery,
+            ):
+                self.splice.attach(wire_write.clone())
                 # The relay lives outside the host scope: answers the server produced
                 # before that scope was cancelled still reach the wire.
                 write_stream, to_relay = anyio.create_memory_object_stream[SessionMessage](0)
@@ -124,6 +141,7 @@ class StdioHostLink:
                     task_status.started()
                     await front.server.run(read_stream, write_stream, front.init_options)
                 write_stream.close()  # the server closes it too; this ends the relay on every path
+                self.splice.attach(None)  # closes its clone of the wire, so the writer can drain and end
             if not self._scope.cancel_called:
                 logger.info("host closed the connection; stopping")
         finally:

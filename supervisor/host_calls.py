@@ -234,3 +234,16 @@ class HostSide(Protocol):
     async def deliver_elicitation_complete(self, server: str, elicitation_id: str) -> None:
         """Tell the host that received URL elicitation ``elicitation_id`` that it completed."""
         ...
+
+
+def named_for(server: str, log: types.LoggingMessageNotificationParams) -> types.LoggingMessageNotificationParams:
+    """The host sees ``logger = <server>`` (``<server>.<logger>`` when the upstream named one)."""
+    return log.model_copy(update={"logger": f"{server}.{log.logger}" if log.logger else server})
+
+
+def no_host_error(method: str) -> types.ErrorData:
+    """What a server→client request gets when there is no host to ask (the one-shot commands)."""
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"mcp-supervisor has no host to forward {method} to (one-shot command)",
+    )

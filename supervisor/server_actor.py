@@ -46,7 +46,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar, assert_never
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar, assert_never, cast
 
 import mcp_types as types
 import trio
@@ -65,6 +65,7 @@ from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.status import ServerStatus
 from supervisor.sync_mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason, SyncRequest, Withdraw
+from supervisor.upstream import Upstream
 
 logger = logging.getLogger(__name__)
 
@@ -202,8 +203,24 @@ class ServerActor:
                 f"tool {raw_name!r}", lambda upstream: upstream.call_tool(raw_name, arguments, call)
             )
         except MCPError as exc:
-            if exc.code == INVALID_PARAMS:
-                self._heal_unknown_tool(raw_name, exc)
+            self.heal_unknown_tool(raw_name, exc)
+            raise
+
+    @property
+    def wire_upstream(self) -> Upstream | None:
+        """The current generation if it can take ``call_tool_wire`` (ready, 2026-era, not stopping), else None."""
+        up = self._upstream
+        ok = isinstance(up, Upstream) and up.modern and self.status.state == "ready" and self.stopping_reason is None
+        return cast(Upstream, up) if ok else None
+
+    async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
+        """``call_tool``, with the result as the upstream's raw JSON object (bounds, errors and heal the same)."""
+        try:
+            return await self._forward(
+                f"tool {raw_name!r}", lambda up: cast(Upstream, up).call_tool_wire(raw_name, arguments, call)
+            )
+        except MCPError as exc:
+            self.heal_unknown_tool(raw_name, exc)
             raise
 
     async def get_prompt(
@@ -411,8 +428,10 @@ class ServerActor:
             self._cache.evict(self.name, "list_changed", methods)  # before the re-sync is even queued (I7)
         self.request_sync("refresh", "list_changed", kinds)
 
-    def _heal_unknown_tool(self, raw_name: str, error: MCPError) -> None:
-        """I8: a -32602 may mean our catalog is stale. Evict and re-list; never re-send the call."""
+    def heal_unknown_tool(self, raw_name: str, error: MCPError) -> None:
+        """I8: a -32602 may mean our catalog is stale. Evict and re-list; never re-send the call (others: no-op)."""
+        if error.code != INVALID_PARAMS:
+            return
         logger.info(
             "server=%s tool=%s answered -32602 (%s): re-listing its tools", self.name, raw_name, error.error.message,
             extra={**self._log_fields, "tool": raw_name},

@@ -54,10 +54,17 @@ from mcp_types import LOG_LEVEL_META_KEY, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from supervisor._compat import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, TransportStreams, run_input_required_driver
+from supervisor._compat import (
+    DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+    TransportStreams,
+    request_envelope,
+    run_input_required_driver,
+    send_raw_request,
+)
 from supervisor._version import __version__
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
-from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call
+from supervisor.fast_path import strip_server_stamp, wire_result_shaped
+from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call, named_for, no_host_error
 from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
 from supervisor.upstream_errors import ErrorTranslator, connect_error, split_teardown_errors
@@ -65,12 +72,12 @@ from supervisor.upstream_http import open_http_transport
 from supervisor.upstream_listen import ListenFilter, ListenTarget, serve_listen
 from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
 from supervisor.upstream_tap import tapped
+from supervisor.wire_splice import UpstreamSplice
 
 logger = logging.getLogger(__name__)
 
 MAX_LIST_PAGES: Final = 1000
 """A paginator that never ends cannot hang a sync."""
-SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
 CLIENT_INFO: Final = types.Implementation(name="mcp-supervisor", version=__version__)
 
@@ -106,6 +113,8 @@ class Upstream:
         self._log_level: types.LoggingLevel | None = None
         self._progress_tokens = itertools.count(1)
         self._progress_routes: dict[str, CallNotices] = {}
+        self.splice: UpstreamSplice | None = None
+        """The stdio wire splice's end of this generation (``wire_splice``); None over HTTP."""
 
     # -- what this generation is ------------------------------------------------------
 
@@ -217,6 +226,30 @@ class Upstream:
         result = await self._interactive(f"tools/call {raw_name}", call, send)
         return cast(types.CallToolResult | types.InputRequiredResult, result)
 
+    async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
+        """``call_tool`` for a 2026-era host of this 2026-era server, the result as the server's raw JSON object.
+
+        The request skips the SDK's request model and the result its validation
+        (``fast_path``); errors translate as in ``call_tool``, and a result that
+        is not even shaped like one is an ``UpstreamProtocolError``.
+        """
+        session = self._client.session
+        what = f"tools/call {raw_name}"
+
+        async def send(responses: Any, state: Any, meta: Any, progress: Any) -> dict[str, Any]:
+            params: dict[str, Any] = {"name": raw_name}
+            if arguments is not None:
+                params["arguments"] = arguments
+            if meta:
+                params["_meta"] = dict(meta)
+            return await send_raw_request(session, "tools/call", params)
+
+        result: dict[str, Any] = await self._interactive(what, call, send)
+        if not wire_result_shaped(result):
+            name = self._settings.name
+            raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid result")
+        return result
+
     async def get_prompt(
         self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
     ) -> types.GetPromptResult | types.InputRequiredResult:
@@ -275,8 +308,12 @@ class Upstream:
         if call is None:
             return await self._send_and_drive(what, None, None, send)
         meta: dict[str, Any] = {}
-        if self.modern and (level := call.log_level) is not None:
+        level = call.log_level
+        if self.modern and level is not None:
             meta[LOG_LEVEL_META_KEY] = level
+        if not call.wants_progress and (level is None or not (self.modern or call.modern_host)):
+            # Nothing can reach this call's CallNotices (see ``tap``): no pump task, no nursery.
+            return await self._send_and_drive(what, call, meta or None, send)
         notices = call.notices = CallNotices(call)
         token: str | None = None
         if call.wants_progress:
@@ -323,7 +360,7 @@ class Upstream:
                     retry=lambda r, s: send(r, s, meta, None),
                     max_rounds=DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
                 )
-        return _strip_server_stamp(first)
+        return first if isinstance(first, dict) else strip_server_stamp(first)
 
     def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
         """See each notification in wire order, before the SDK spawns its handlers (runs in the reader task).
@@ -352,13 +389,13 @@ class Upstream:
         except ValidationError:
             return
         if call.wants_log(log.level):
-            call.notices.put(_named_for(name, log))
+            call.notices.put(named_for(name, log))
 
     async def _dispatch_input_request(
         self, key: str, request: types.InputRequest
     ) -> types.InputResponse | types.ErrorData:
         if self._host is None:
-            return _no_host(request.method)
+            return no_host_error(request.method)
         return await self._host.ask_host(self._settings.name, request)
 
     # -- standing state: log level, resource subscriptions -------------------------------
@@ -419,30 +456,11 @@ _LIST_METHODS: Final[dict[Kind, str]] = {
 }
 
 
-def _named_for(server: str, log: types.LoggingMessageNotificationParams) -> types.LoggingMessageNotificationParams:
-    """The host sees ``logger = <server>`` (``<server>.<logger>`` when the upstream named one)."""
-    return log.model_copy(update={"logger": f"{server}.{log.logger}" if log.logger else server})
-
-
-def _strip_server_stamp(result: Any) -> Any:
-    """Drop the upstream's ``serverInfo`` ``_meta`` stamp: the host talks to us, not to it."""
-    meta = getattr(result, "meta", None)
-    if meta and SERVER_INFO_META_KEY in meta:
-        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
-        return result.model_copy(update={"meta": rest or None})
-    return result
-
-
-def _no_host(method: str) -> types.ErrorData:
-    return types.ErrorData(
-        code=types.INVALID_REQUEST,
-        message=f"mcp-supervisor has no host to forward {method} to (one-shot command)",
-    )
-
-
-def _open_transport(settings: ServerSettings, health: TransportHealth) -> AbstractAsyncContextManager[TransportStreams]:
+def _open_transport(
+    settings: ServerSettings, health: TransportHealth, splice: UpstreamSplice | None
+) -> AbstractAsyncContextManager[TransportStreams]:
     if settings.transport == "stdio":
-        return open_stdio_transport(settings, health)
+        return open_stdio_transport(settings, health, splice=splice)
     return open_http_transport(settings, health)
 
 
@@ -481,7 +499,7 @@ async def open_upstream(
                 await host.deliver_resource_updated(name, str(params.uri))
             case types.LoggingMessageNotification(params=params) if host is not None and not modern:
                 # Connection-wide (handshake era); request-scoped messages went through the tap.
-                await host.deliver_log(name, _named_for(name, params))
+                await host.deliver_log(name, named_for(name, params))
             case types.ElicitCompleteNotification(params=params) if host is not None:
                 await host.deliver_elicitation_complete(name, params.elicitation_id)
             case Exception():
@@ -492,7 +510,7 @@ async def open_upstream(
 
     async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         if host is None:
-            return _no_host(request.method)
+            return no_host_error(request.method)
         return await host.ask_host(name, request)
 
     async def on_sampling(
@@ -519,8 +537,9 @@ async def open_upstream(
             upstream_ref[0].tap(message, context)
 
     upstream_ref: list[Upstream] = []
+    splice = UpstreamSplice(name, settings.tool_timeout_sec) if settings.transport == "stdio" else None
     client = Client(
-        tapped(_open_transport(settings, health), tap, settings.max_tools),
+        tapped(_open_transport(settings, health, splice), tap, settings.max_tools),
         mode=settings.protocol,
         message_handler=on_message,
         client_info=CLIENT_INFO,
@@ -542,6 +561,9 @@ async def open_upstream(
         raise connect_error(name, health, exc) from exc
     upstream = Upstream(settings, client, health, host)
     upstream_ref.append(upstream)
+    if splice is not None and upstream.modern:
+        splice.set_envelope(request_envelope(client.session, "tools/call"))
+        upstream.splice = splice
     body_failed = False
     try:
         async with stack, trio.open_nursery() as nursery:

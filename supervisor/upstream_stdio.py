@@ -40,7 +40,7 @@ import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import mcp_types as types
@@ -49,15 +49,22 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from supervisor._compat import TransportStreams
-from supervisor._frames import LineBuffer, encode_batch
+from supervisor._frames import LineBuffer, encode_batch, widen_pipe
 from supervisor._proc import terminate_group
 from supervisor._values import MASK
 from supervisor.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from supervisor.wire_splice import UpstreamSplice
 
 logger = logging.getLogger(__name__)
 
 _MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 """A stdout line longer than this is garbage, not a message; the transport is declared lost."""
+_READ_CHUNK_BYTES: Final = 1 << 20
+"""Up to this much of the child's stdout per read: a 1 MB answer in a few wake-ups, not sixteen."""
+_STDIN_QUEUE: Final = 64
+"""Messages queued for the child's stdin: the SDK's and the wire splice's lines wait here to be batched."""
 _STDERR_LINES_PER_SEC: Final = 50
 _GARBAGE_WARNINGS_PER_SEC: Final = 5
 
@@ -158,9 +165,17 @@ def screen_oversized_listing(line: bytes, max_entries: int) -> bytes:
 
 @asynccontextmanager
 async def open_stdio_transport(
-    settings: ServerSettings, health: TransportHealth, *, parent_env: Mapping[str, str] | None = None
+    settings: ServerSettings,
+    health: TransportHealth,
+    *,
+    parent_env: Mapping[str, str] | None = None,
+    splice: UpstreamSplice | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """Spawn ``settings.command`` and yield the stream pair an ``mcp.Client`` drives.
+
+    With ``splice``, the wire splice (``wire_splice``) queues request lines on
+    stdin and takes its answers off stdout before they are parsed; its calls
+    are failed when the child dies or the transport closes.
 
     Raises:
         OSError: The command could not be started (not found, not executable, bad cwd).
@@ -177,19 +192,28 @@ async def open_stdio_transport(
         start_new_session=True,
     )
     logger.debug("server=%s pid=%d started", name, proc.pid)
-    # Unbuffered in both directions: the session applies its own backpressure.
+    for pipe in (proc.stdin, proc.stdout):
+        widen_pipe(pipe)
+    # Unbuffered towards the session (it applies its own backpressure); a short queue towards the
+    # child, so the wire splice can queue a line without waiting and a burst is written in one batch.
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    write_stream, from_session = anyio.create_memory_object_stream[Any](_STDIN_QUEUE)
+    if splice is not None:
+        stdin = proc.stdin
+        splice.attach(write_stream, stdin.fileno() if isinstance(stdin, trio.lowlevel.FdStream) else None)
 
     async def pump_stdout() -> None:
         assert proc.stdout is not None
         garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
         lines = LineBuffer(max_line_bytes=_MAX_LINE_BYTES)
         async with to_session:
-            async for chunk in proc.stdout:
+            while chunk := await proc.stdout.receive_some(_READ_CHUNK_BYTES):
                 lines.feed(chunk)
                 while (line := lines.next_line()) is not None:
                     if not line.strip():
+                        continue
+                    if splice is not None and splice.expecting and (claimed := splice.claim(line)) is not None:
+                        await splice.deliver(*claimed)
                         continue
                     if len(line) >= _SCREEN_LINES_FROM_BYTES:
                         line = screen_oversized_listing(line, settings.max_tools)
@@ -235,6 +259,8 @@ async def open_stdio_transport(
         health.mark_lost(f"process exited with code {code}")
         # Wake the session now even if a grandchild keeps the stdout pipe open.
         to_session.close()
+        if splice is not None:
+            await splice.fail_all(health.reason)
 
     try:
         async with trio.open_nursery() as nursery:
@@ -242,11 +268,15 @@ async def open_stdio_transport(
             nursery.start_soon(pump_stdin)
             nursery.start_soon(pump_stderr)
             nursery.start_soon(watch_process)
+            if splice is not None:
+                nursery.start_soon(splice.serve_deadlines)
             try:
                 yield read_stream, write_stream
             finally:
                 with trio.CancelScope(shield=True):
                     await terminate_group(name, proc)
+                    if splice is not None:
+                        await splice.fail_all("transport closed")
                 nursery.cancel_scope.cancel()
     finally:
         for stream in (read_stream, write_stream, to_session, from_session):

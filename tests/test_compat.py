@@ -11,6 +11,7 @@ from typing import Any, get_args
 import httpx2
 import mcp_types as types
 import trio
+from mcp import Client
 from mcp.server import Server
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -94,3 +95,15 @@ def test_the_sdk_hands_request_meta_over_with_snake_case_keys() -> None:
 def test_pydantic_settings_env_source_reads_the_injected_mapping_through_load_env_vars() -> None:
     overrides = read_overrides({"MCP_SUPERVISOR_SUPERVISOR__LOG_LEVEL": "debug", "UNRELATED": "x"})
     assert overrides == {"supervisor": {"log_level": "debug"}}
+
+
+async def test_request_envelope_and_send_raw_request_use_the_sessions_own_stamp_and_dispatcher() -> None:
+    with trio.fail_after(10):
+        async with Client(Server("t")) as client:
+            envelope = _compat.request_envelope(client.session, "tools/call")
+            assert envelope[types.PROTOCOL_VERSION_META_KEY] == client.protocol_version == "2026-07-28"
+            assert envelope[types.CLIENT_INFO_META_KEY]["name"] == "mcp"
+            assert types.CLIENT_CAPABILITIES_META_KEY in envelope
+            discovered = await _compat.send_raw_request(client.session, "server/discover", {})
+            assert discovered["supportedVersions"] == ["2026-07-28"], "the raw result dict, not a model"
+            assert discovered["_meta"][types.SERVER_INFO_META_KEY]["name"] == "t"

@@ -1,0 +1,118 @@
+"""Profile the sidecar on p2's call path: ``python -m bench.profile_p2 [--seconds S] [--out PREFIX]``.
+
+Starts the p2 sidecar (fixture ``--tools echo``), warms it up, then keeps 32
+concurrent callers busy while ``py-spy record`` (installed in this venv) samples
+the sidecar process. Writes ``PREFIX.txt`` (py-spy's collapsed stacks) and prints
+the calls made, the sidecar's CPU per call over the sampled window (from
+``/proc/<pid>/stat``), and the share of samples under a few frames of interest.
+Not part of ``python -m bench``: a profile is for choosing what to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from bench.call_path import CONCURRENCY, _argv, _warm_up
+from bench.harness import cpu_sec, open_host, reap_marked
+
+RATE_HZ: Final = 200
+INTEREST: Final = {
+    "pydantic validate (any)": ("validate_python", "validate_json", "model_validate"),
+    "pydantic dump (any)": ("model_dump", "dump_json", "to_jsonable"),
+    "json-rpc framing (_frames/_stdio_wire)": ("_frames.py", "_stdio_wire.py"),
+    "upstream stdio pumps": ("upstream_stdio.py",),
+    "sdk server runner": ("runner.py",),
+    "sdk dispatcher": ("jsonrpc_dispatcher.py",),
+    "sdk client session": ("client/session.py",),
+    "otel": ("_otel.py", "opentelemetry"),
+    "logging": ("logging/__init__.py",),
+    "trio scheduler/io": ("trio/_core/_run.py", "trio/_core/_io_epoll.py"),
+    "anyio streams": ("anyio/streams/memory.py",),
+    "supervisor front/upstream": ("supervisor/front.py", "supervisor/upstream.py", "supervisor/fast_path.py"),
+}
+
+
+async def _main(seconds: float, out: Path, text_bytes: int, concurrency: int) -> None:
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    calls = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = _argv("sidecar", Path(tmp), Path(tmp) / "sidecar.jsonl")
+        try:
+            async with open_host(argv, mode="auto") as host:
+                with trio.fail_after(60):
+                    await _warm_up(host, "mcp__fx__echo")
+                pid = host.process.pid
+                stop = trio.Event()
+
+                async def caller() -> None:
+                    nonlocal calls
+                    while not stop.is_set():
+                        await host.session.call_tool("mcp__fx__echo", {"text": "x" * text_bytes})
+                        calls += 1
+
+                async with trio.open_nursery() as nursery:
+                    for _ in range(concurrency):
+                        nursery.start_soon(caller)
+                    await trio.sleep(1.0)  # reach a steady state before sampling
+                    calls_before, cpu_before = calls, cpu_sec(pid)
+                    spy = await trio.run_process(
+                        [py_spy, "record", "--pid", str(pid), "--rate", str(RATE_HZ), "--duration", str(int(seconds)),
+                         "--format", "raw", "--output", str(out), "--nonblocking"],
+                        capture_stdout=True, capture_stderr=True, check=False,
+                    )  # fmt: skip
+                    calls_window, cpu_window = calls - calls_before, cpu_sec(pid) - cpu_before
+                    stop.set()
+        finally:
+            await reap_marked("profile_p2")
+    if spy.returncode != 0:
+        print(spy.stderr.decode(errors="replace"), file=sys.stderr)
+    print(f"calls in window {calls_window} ({calls_window / seconds:.0f}/s at c{concurrency})")
+    print(f"sidecar CPU per call {cpu_window / max(calls_window, 1) * 1e6:.0f} us")
+    summarize(out)
+
+
+def summarize(path: Path) -> None:
+    """Print the share of samples whose stack contains each frame of interest, and the top leaf frames."""
+    total = 0
+    shares: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        count = int(count_text)
+        total += count
+        for label, needles in INTEREST.items():
+            if any(needle in stack for needle in needles):
+                shares[label] += count
+        leaves[stack.rsplit(";", 1)[-1]] += count
+    print(f"samples {total}")
+    for label, count in shares.most_common():
+        print(f"  {count / total:6.1%}  {label}")
+    print("top leaf frames:")
+    for leaf, count in leaves.most_common(15):
+        print(f"  {count / total:6.1%}  {leaf}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile_p2", description=__doc__)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/profile_p2.txt"))
+    parser.add_argument("--summarize", action="store_true", help="only summarize an existing --out file")
+    parser.add_argument("--text-bytes", type=int, default=1, help="size of the echoed text (1 MB: large results)")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
+    args = parser.parse_args()
+    if args.summarize:
+        summarize(args.out)
+        return
+    trio.run(_main, args.seconds, args.out, args.text_bytes, args.concurrency)
+
+
+if __name__ == "__main__":
+    main()

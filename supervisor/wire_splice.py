@@ -1,0 +1,470 @@
+"""The stdio wire splice: a ``tools/call`` crossing as bytes, stdio host to stdio upstream (issue 11).
+
+Between a 2026-era host on our stdin/stdout and a 2026-era stdio upstream, a
+plain ``tools/call`` needs no SDK at all: the host's request line is parsed once
+(``json.loads``), routed, and written to the upstream's stdin with our own
+request id and our client's ``_meta`` envelope; the upstream's answer line is
+recognised by that id in its stdout pump before anything parses it as a
+message, and written to the host with the host's id, the ``serverInfo`` stamp
+replaced by ours (``fast_path.restamp``). No task is spawned, no channel is
+crossed and no model is built per call. What a call must keep is done here,
+with the same texts as the general path:
+
+* routing, the shutdown refusal, and everything ``fast_path`` sends the general
+  way (progress tokens, input retries, handshake-era ends, output schemas,
+  unknown names, any ``_meta`` beyond the 2026 envelope, e.g. a log level) is
+  left to the SDK (``HostSplice.on_line`` returns False), and so is anything
+  that cannot be queued without waiting;
+* ``tool_timeout_sec``: each upstream's calls share one timeout, so deadlines
+  come in order and one task (``UpstreamSplice.serve_deadlines``) times out the
+  oldest, sending the upstream a courtesy ``notifications/cancelled``;
+* the host's ``notifications/cancelled`` for a spliced call is forwarded with
+  our id, and the call is answered never, as JSON-RPC wants;
+* a dead transport answers every spliced call with the general path's error
+  result (``UpstreamUnavailable``'s text), an invalid result with
+  ``UpstreamProtocolError``'s, and a JSON-RPC error passes through unchanged,
+  -32602 first triggering the unknown-tool heal (I8);
+* metrics and the rate-limited failure warning (``Front.note_call``), and the
+  stdio link's unanswered-request tracking (EOF waits for spliced calls too).
+
+A first-page ``tools/list`` from a 2026-era stdio host is answered on the
+splice too, from the catalog wire cache's encoded bytes (``catalog_wire``),
+when that cache holds the current Registry version and the wire's writer can
+take the answer at once; otherwise the SDK answers (and fills the cache).
+
+Concurrency: ``HostSplice.on_line`` runs synchronously in the host wire's reader
+task; ``UpstreamSplice.claim`` in the upstream's stdout pump, which then awaits
+the host write (so a host that stops reading slows that upstream's replies,
+as it would slow them on the general path). Tables are changed only in
+synchronous code. The deadline task lives in the upstream transport's nursery.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import anyio
+import trio
+from mcp import MCPError
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from supervisor._frames import DirectWrite
+from supervisor._json_spans import Span, join_members, whole_object_spans
+from supervisor.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from supervisor.front import Front
+    from supervisor.metrics import CallOutcome
+    from supervisor.registry import RegisteredTool
+    from supervisor.server_actor import ServerActor
+
+logger = logging.getLogger(__name__)
+
+ID_PREFIX: Final = "mcp-supervisor/splice/"
+_ID_MARK: Final = ID_PREFIX.encode()
+_ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+"""The 2026 per-request envelope: ours replaces the host's, as on the general path. Any other key: general path."""
+_ANSWER_WRITE_GRACE_SEC: Final = 5.0
+"""How long writing one spliced answer may wait for the host wire (the write is shielded)."""
+
+
+_BIG_LINE_BYTES: Final = 64 * 1024
+"""From this size on, a message's large member is copied as text instead of decoded and encoded again."""
+
+
+def frame(message: Mapping[str, Any]) -> bytes:
+    """One JSON-RPC message as one line."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class _Spans:
+    """A large message's text and where the members of its ``params`` or ``result`` lie in it."""
+
+    text: str
+    inner: dict[str, Span]
+
+
+def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
+    """The message on ``line``; for a large line also the spans of its ``descend`` member (``_json_spans``).
+
+    Raises:
+        ValueError: Not JSON, or (large line) not an object whose ``descend`` member is an object.
+    """
+    if len(line) < _BIG_LINE_BYTES:
+        return json.loads(line), None
+    text = line.decode()
+    top = whole_object_spans(text, descend=descend)
+    message = {key: value for key, (value, _, _) in top.items()}
+    if descend not in top:
+        return message, None
+    inner: dict[str, Span] = top[descend][0]
+    message[descend] = {key: value for key, (value, _, _) in inner.items()}
+    return message, _Spans(text, inner)
+
+
+class Tracker(Protocol):
+    """The stdio link's unanswered-request set."""
+
+    def track(self, request_id: str | int) -> None: ...
+
+    def settle(self, request_id: str | int) -> None: ...
+
+
+@dataclass(eq=False, slots=True)
+class SplicedCall:
+    """One host ``tools/call`` in flight on the splice."""
+
+    host_id: str | int
+    upstream_id: str
+    tool: RegisteredTool
+    actor: ServerActor
+    started: float
+    deadline: float
+    host: HostSplice
+    done: bool = False
+    upstream: UpstreamSplice | None = None
+    """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
+
+
+def plain_call(params: Any) -> tuple[str, dict[str, Any] | None] | None:
+    """``(name, arguments)`` of a 2026-era ``tools/call`` the splice can carry, judged from its raw params."""
+    if not isinstance(params, dict) or not PLAIN_PARAMS.issuperset(params):
+        return None
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+        return None
+    if meta.get(PROTOCOL_VERSION_META_KEY) not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+        return None
+    return name, arguments
+
+
+class UpstreamSplice:
+    """One stdio upstream generation's end of the splice: request lines out, their answers in.
+
+    Args:
+        server: The server's name (for error texts).
+        timeout_sec: ``tool_timeout_sec`` of the server.
+    """
+
+    def __init__(self, server: str, timeout_sec: float) -> None:
+        self.server = server
+        self.timeout_sec = timeout_sec
+        self._stdin: MemoryObjectSendStream[Any] | None = None
+        self._envelope: dict[str, Any] | None = None
+        self._pending: dict[str, SplicedCall] = {}
+        self._order: deque[SplicedCall] = deque()
+        self._wake = trio.Event()
+        self._ids = itertools.count(1)
+        self._lost = False
+        self.direct = DirectWrite()
+
+    def attach(self, stdin: MemoryObjectSendStream[Any], fd: int | None) -> None:
+        """The transport's (buffered) stdin queue, which also takes pre-encoded lines, and the pipe it drains into."""
+        self._stdin = stdin
+        if fd is not None:
+            self.direct.bind(fd, stdin)
+
+    def set_envelope(self, envelope: dict[str, Any]) -> None:
+        """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
+        self._envelope = envelope
+
+    @property
+    def ready(self) -> bool:
+        return self._stdin is not None and self._envelope is not None and not self._lost
+
+    def submit(
+        self, call: SplicedCall, raw_name: str, arguments: dict[str, Any] | None, arguments_text: str | None = None
+    ) -> bool:
+        """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
+
+        ``arguments_text``: the host's own text of ``arguments`` (a large request), copied as it is.
+        """
+        if self._stdin is None or self._envelope is None or self._lost:
+            return False
+        if arguments_text is not None:
+            head = {"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call"}
+            params_text = (
+                f'{{"name":{json.dumps(raw_name)},"arguments":{arguments_text},"_meta":{json.dumps(self._envelope)}}}'
+            )
+            line = (json.dumps(head)[:-1] + ',"params":' + params_text + "}\n").encode()
+        else:
+            params: dict[str, Any] = {"name": raw_name, "_meta": self._envelope}
+            if arguments is not None:
+                params["arguments"] = arguments
+            line = frame({"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call", "params": params})
+        if not self.direct.try_write(line):
+            try:
+                self._stdin.send_nowait(line)
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return False
+        self._pending[call.upstream_id] = call
+        self._order.append(call)
+        self._wake.set()
+        return True
+
+    def new_id(self) -> str:
+        return f"{ID_PREFIX}{next(self._ids)}"
+
+    @property
+    def expecting(self) -> bool:
+        return bool(self._pending)
+
+    def claim(self, line: bytes) -> tuple[SplicedCall, dict[str, Any], _Spans | None] | None:
+        """The spliced call ``line`` answers, the answer, and (large line) its result's spans; None if not ours."""
+        if _ID_MARK not in line:
+            return None
+        try:
+            message, spans = _load(line, "result")
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or "method" in message:
+            return None
+        request_id = message.get("id")
+        call = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
+        if call is None:
+            return None
+        call.done = True
+        return call, message, spans
+
+    def abandon(self, call: SplicedCall, reason: str) -> None:
+        """Stop waiting for ``call`` and tell the upstream (a courtesy cancel; dropped if it cannot be queued)."""
+        call.done = True
+        if self._pending.pop(call.upstream_id, None) is None or self._stdin is None:
+            return
+        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+        line = frame({**notice, "params": {"requestId": call.upstream_id, "reason": reason}})
+        try:
+            self._stdin.send_nowait(line)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("server=%s courtesy cancel for %s dropped", self.server, call.upstream_id)
+
+    async def serve_deadlines(self) -> None:
+        """Time out spliced calls past ``tool_timeout_sec``, oldest first, until cancelled."""
+        while True:
+            while not self._order:
+                await self._wake.wait()
+                self._wake = trio.Event()
+            call = self._order[0]
+            if call.done:
+                self._order.popleft()
+                continue
+            if trio.current_time() < call.deadline:
+                await trio.sleep_until(call.deadline)
+                continue
+            self._order.popleft()
+            self.abandon(call, "tool_timeout_sec elapsed")
+            text = (
+                f"server {self.server!r}: tool {call.tool.raw_name!r} did not answer within "
+                f"{self.timeout_sec:g}s (tool_timeout_sec); the request was abandoned"
+            )
+            await call.host.fail(call, "timeout", "UpstreamTimeout", text)
+
+    async def fail_all(self, reason: str) -> None:
+        """The transport is gone: answer every spliced call as the general path would, then refuse new ones."""
+        self._lost = True
+        self.direct.unbind()
+        calls = list(self._pending.values())
+        self._pending.clear()
+        self._order.clear()
+        for call in calls:  # each answer's write is shielded: a cancelled caller still answers them all
+            call.done = True
+            text = f"server {self.server!r}: connection lost during tools/call {call.tool.raw_name}"
+            await call.host.fail(call, "unavailable", "UpstreamUnavailable", text)
+        if calls:
+            logger.debug("server=%s %d spliced call(s) failed: %s", self.server, len(calls), reason)
+
+    async def deliver(self, call: SplicedCall, message: dict[str, Any], spans: _Spans | None = None) -> None:
+        """Answer the host with the upstream's answer ``message`` to ``call``."""
+        error = message.get("error")
+        if isinstance(error, dict):
+            code, text = error.get("code"), error.get("message")
+            if isinstance(code, int) and isinstance(text, str):
+                call.actor.heal_unknown_tool(call.tool.raw_name, MCPError(code, text, error.get("data")))
+                await call.host.answer(call, "rpc_error", {"jsonrpc": "2.0", "id": call.host_id, "error": error})
+                return
+        result = message.get("result")
+        if not isinstance(result, dict) or not wire_result_shaped(result):
+            text = f"server {self.server!r}: tools/call {call.tool.raw_name} returned an invalid result"
+            await call.host.fail(call, "unavailable", "UpstreamProtocolError", text)
+            return
+        outcome: CallOutcome = "tool_error" if result.get("isError") is True else "ok"
+        restamped = call.host.restamp(result)
+        if spans is None:
+            await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
+            return
+        edited = {key: restamped[key] for key in ("_meta", "resultType")}
+        result_text = join_members(spans.text, spans.inner, edited)
+        line = '{"jsonrpc":"2.0","id":' + json.dumps(call.host_id) + ',"result":' + result_text + "}\n"
+        await call.host.answer_line(call, outcome, line.encode())
+
+
+@dataclass(eq=False)
+class HostSplice:
+    """The stdio host's end of the splice: takes the calls it can carry off the host wire and answers them.
+
+    Args:
+        front: Routes, refuses during shutdown, stamps, counts.
+        tracker: The stdio link's unanswered-request set.
+    """
+
+    front: Front
+    tracker: Tracker
+    enabled: bool = True
+    taken: Counter[str] = field(default_factory=Counter)
+    """How many ``tools/call`` lines were ``"spliced"`` and how many left to the SDK (``"sdk"``)."""
+    _out: MemoryObjectSendStream[Any] | None = None
+    _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
+    _stamp: dict[str, Any] | None = None
+    _wire_stuck: bool = False
+    direct: DirectWrite = field(default_factory=DirectWrite)
+    """Bound to the host wire by the stdio link (``open_stdio_wire``)."""
+
+    def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
+        """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
+        if self._out is not None:
+            self._out.close()
+        self._out = out
+
+    def on_line(self, line: bytes) -> bool:
+        """Take ``line`` off the host wire if the splice carries it (True); else the SDK gets it (False)."""
+        if b'"tools/call"' in line:
+            taken = self._take_call(line)
+            self.taken["spliced" if taken else "sdk"] += 1
+            return taken
+        if self._by_host_id and b'"notifications/cancelled"' in line:
+            return self._take_cancel(line)
+        if b'"tools/list"' in line:
+            taken = self._take_list(line)
+            self.taken["list spliced" if taken else "list sdk"] += 1
+            return taken
+        return False
+
+    def _take_list(self, line: bytes) -> bool:
+        """A first-page ``tools/list`` from a 2026-era host, answered from the encoded catalog if it is cached."""
+        if not self.enabled or self._out is None:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
+            return False
+        host_id, params = message.get("id"), message.get("params")
+        if isinstance(host_id, bool) or not isinstance(host_id, str | int) or not isinstance(params, dict):
+            return False
+        meta = params.get("_meta")
+        if set(params) != {"_meta"} or not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+            return False  # a cursor, or anything beyond the envelope: the SDK
+        version = meta.get(PROTOCOL_VERSION_META_KEY)
+        encoded = self.front.tools_list_cache.encoded(version) if isinstance(version, str) else None
+        if encoded is None or version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        answer = b'{"jsonrpc":"2.0","id":' + json.dumps(host_id).encode() + b',"result":' + encoded + b"}\n"
+        try:
+            self._out.send_nowait(answer)  # the wire's writer is idle: handed over at once, or the SDK answers
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
+        return True
+
+    def _take_call(self, line: bytes) -> bool:
+        if not self.enabled or self._out is None or self.front.shutting_down:
+            return False
+        try:
+            message, spans = _load(line, "params")
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
+            return False
+        host_id = message.get("id")
+        if isinstance(host_id, bool) or not isinstance(host_id, str | int) or host_id in self._by_host_id:
+            return False
+        plain = plain_call(message.get("params"))
+        routed = self.front.route(plain[0]) if plain is not None else None
+        if plain is None or routed is None:
+            return False
+        tool, actor = routed
+        upstream = actor.wire_upstream if tool.definition.output_schema is None else None
+        splice = upstream.splice if upstream is not None else None
+        if splice is None or not splice.ready:
+            return False
+        now = trio.current_time()
+        call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
+        arguments_span = spans.inner.get("arguments") if spans is not None else None
+        arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
+        if not splice.submit(call, tool.raw_name, plain[1], arguments_text):
+            return False
+        self._by_host_id[host_id] = call
+        self.tracker.track(host_id)
+        return True
+
+    def _take_cancel(self, line: bytes) -> bool:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        params = message.get("params") if isinstance(message, dict) else None
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if message.get("method") != "notifications/cancelled" or not isinstance(request_id, str | int):
+            return False
+        call = self._by_host_id.pop(request_id, None)
+        if call is None:
+            return False
+        if call.upstream is not None:
+            call.upstream.abandon(call, "the host cancelled the request")
+        call.done = True
+        self._finish(call, "cancelled")
+        return True
+
+    def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
+        if self._stamp is None:
+            self._stamp = self.front.server.server_info_stamp
+        return restamp(result, dict(self._stamp))
+
+    async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
+        """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
+        await self.answer_line(call, outcome, frame(message))
+
+    async def answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
+        """Write the framed ``line`` to the host as the answer to ``call`` (unless the host cancelled it)."""
+        if self._by_host_id.pop(call.host_id, None) is not call:
+            return  # cancelled by the host meanwhile: JSON-RPC wants no answer
+        try:
+            # Shielded and bounded: the answer is owed once the call left the tables, even when the
+            # task delivering it (an upstream pump, the transport's watcher) is being cancelled.
+            # A host that already left one answer waiting the whole grace gets no further grace.
+            grace = 0.0 if self._wire_stuck else _ANSWER_WRITE_GRACE_SEC
+            with trio.CancelScope(shield=True), trio.move_on_after(grace) as bound:
+                if self._out is not None and not self.direct.try_write(line):
+                    await self._out.send(line)
+            self._wire_stuck = bound.cancelled_caught
+            if bound.cancelled_caught:
+                logger.warning("the host did not take a spliced answer within %gs; dropped", grace)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
+        finally:
+            self._finish(call, outcome)
+
+    async def fail(self, call: SplicedCall, outcome: CallOutcome, kind: str, text: str) -> None:
+        """Answer ``call`` with the general path's error result carrying ``text``."""
+        if self._by_host_id.get(call.host_id) is call:
+            self.front.note_call_failure(call.tool, kind, text)
+        result = {"content": [{"type": "text", "text": text}], "isError": True}
+        await self.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": self.restamp(result)})
+
+    def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
+        self.tracker.settle(call.host_id)
+        self.front.note_call(call.tool, outcome, trio.current_time() - call.started)

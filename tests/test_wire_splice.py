@@ -1,0 +1,147 @@
+"""The stdio wire splice (``supervisor.wire_splice``): which calls cross as bytes, and that nothing is lost.
+
+End to end: a real host drives ``python -m supervisor run`` over stdio with a real
+fixture server behind it. The fixture logs every request's JSON-RPC id, so a test
+can tell a spliced call (our ``mcp-supervisor/splice/N`` id) from one the SDK
+sent (an integer). Host cancellation and ``tool_timeout_sec`` on the splice are
+covered by ``test_fidelity_routing``'s cancellation test (stdio front, 2026 x
+2026 case); shutdown with calls in flight by ``test_stdio_eof``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+import trio
+from mcp import MCPError
+from mcp_types import SERVER_INFO_META_KEY
+
+from supervisor.wire_splice import ID_PREFIX, plain_call
+from tests.e2e import fixture_server, open_host, read_log, scaled, text_of, write_settings
+
+pytestmark = pytest.mark.e2e
+
+BOUND_SEC = scaled(60)
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "h", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _call_ids(log: Path, tool: str) -> list[Any]:
+    return [e["id"] for e in read_log(log) if e["event"] == "request" and e.get("tool") == tool]
+
+
+def _spliced(request_id: Any) -> bool:
+    return isinstance(request_id, str) and request_id.startswith(ID_PREFIX)
+
+
+async def test_a_plain_call_crosses_the_splice_and_a_call_with_a_progress_token_goes_through_the_sdk(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "fx.jsonl"
+    config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log))})
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        del progress, total, message
+
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config) as host:
+            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+            spliced = await host.call("mcp__fx__echo", {"text": "hi"})
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=on_progress)
+    first, second = _call_ids(log, "echo")
+    assert _spliced(first), first
+    assert isinstance(second, int), second
+    assert spliced.model_dump(exclude={"meta"}) == general.model_dump(exclude={"meta"})
+    assert text_of(spliced) == "hi"
+    assert spliced.meta is not None and general.meta is not None
+    assert spliced.meta[SERVER_INFO_META_KEY] == general.meta[SERVER_INFO_META_KEY]
+    assert spliced.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
+
+
+async def test_a_handshake_era_host_or_server_is_never_spliced(tmp_path: Path) -> None:
+    log = tmp_path / "fx.jsonl"
+    legacy_log = tmp_path / "old.jsonl"
+    servers = {
+        "fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log)),
+        "old": fixture_server("--name", "old", "--tools", "echo", "--legacy-only", "--log", str(legacy_log)),
+    }
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(write_settings(tmp_path, servers), "legacy") as host:
+            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+            assert text_of(await host.call("mcp__fx__echo", {"text": "old host"})) == "old host"
+        async with open_host(write_settings(tmp_path, servers)) as host:
+            await host.wait_tools(lambda names: "mcp__old__echo" in names)
+            assert text_of(await host.call("mcp__old__echo", {"text": "old server"})) == "old server"
+    assert not any(_spliced(i) for i in _call_ids(log, "echo") + _call_ids(legacy_log, "echo"))
+
+
+async def test_on_the_splice_server_errors_pass_through_an_unknown_tool_heals_and_a_crash_is_an_error_result(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "fx.jsonl"
+    tools = "echo,drop_tool,invalid_params,crash"
+    config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx", "--tools", tools, "--log", str(log))})
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config) as host:
+            await host.wait_tools(lambda names: "mcp__fx__crash" in names)
+            # The server drops echo silently: only the unknown-tool heal (I8) can notice. (First: any
+            # -32602 re-lists, so an earlier one could drop echo from the catalog before the call.)
+            await host.call("mcp__fx__drop_tool", {"name": "echo"})
+            with pytest.raises(MCPError) as unknown:
+                await host.call("mcp__fx__echo", {"text": "hi"})
+            assert unknown.value.error.message == "Unknown tool: echo"
+            await host.wait_tools(lambda names: "mcp__fx__echo" not in names)
+            with pytest.raises(MCPError) as raised:
+                await host.call("mcp__fx__invalid_params")
+            assert raised.value.code == types.INVALID_PARAMS
+            assert raised.value.error.message == "invalid_params: this tool always rejects its arguments"
+            crashed = await host.call("mcp__fx__crash")
+            assert crashed.is_error
+            assert text_of(crashed) == "server 'fx': connection lost during tools/call crash"
+    for tool in ("invalid_params", "drop_tool", "echo", "crash"):
+        assert all(_spliced(i) for i in _call_ids(log, tool)), tool
+    assert len(_call_ids(log, "echo")) == 1, "the failed call must never be re-sent"
+
+
+async def test_a_tools_list_is_answered_from_the_encoded_catalog_with_the_same_answer(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    servers = {"fx": fixture_server("--name", "fx", "--tools", "echo", "--extra-tools", "50")}
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(write_settings(tmp_path, servers)) as host:
+            await host.wait_tools(lambda names: len(names) == 51)
+            listings = [await host.session.list_tools(cache_mode="bypass") for _ in range(3)]
+    assert listings[0] == listings[1] == listings[2]
+    assert "tools/list answered on the wire splice" in capfd.readouterr().err
+
+
+async def test_a_large_call_crosses_the_splice_with_its_text_intact(tmp_path: Path) -> None:
+    log = tmp_path / "fx.jsonl"
+    config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log))})
+    text = ('a "quoted" line\\ with \u00e9, \U0001f600 and a tab\t\n' * 4000)[:200_000]
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config) as host:
+            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+            result = await host.call("mcp__fx__echo", {"text": text})
+    assert text_of(result) == text
+    assert result.meta is not None and result.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
+    assert [_spliced(i) for i in _call_ids(log, "echo")] == [True]
+
+
+def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
+    assert plain_call({"name": "t", "arguments": {"a": 1}, "_meta": ENVELOPE}) == ("t", {"a": 1})
+    assert plain_call({"name": "t", "_meta": ENVELOPE}) == ("t", None)
+    assert plain_call({"name": "t"}) is None, "no envelope: a handshake-era host"
+    handshake = {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}
+    assert plain_call({"name": "t", "_meta": handshake}) is None
+    assert plain_call({"name": "t", "_meta": {**ENVELOPE, "progressToken": 1}}) is None
+    assert plain_call({"name": "t", "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}}) is None
+    assert plain_call({"name": "t", "_meta": ENVELOPE, "requestState": "s"}) is None
+    assert plain_call({"name": "t", "arguments": [1], "_meta": ENVELOPE}) is None
+    assert plain_call({"name": 7, "_meta": ENVELOPE}) is None

@@ -1,0 +1,55 @@
+"""``wire_splice.HostSplice`` in-process: an answer owed to the host survives the cancellation of its writer."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import anyio
+import trio
+
+from supervisor.wire_splice import HostSplice, SplicedCall
+
+
+class _Front:
+    def __init__(self) -> None:
+        self.outcomes: list[str] = []
+
+    def note_call(self, tool: Any, outcome: str, seconds: float) -> None:
+        self.outcomes.append(outcome)
+
+
+class _Tracker:
+    def __init__(self) -> None:
+        self.settled: list[str | int] = []
+
+    def track(self, request_id: str | int) -> None: ...
+
+    def settle(self, request_id: str | int) -> None:
+        self.settled.append(request_id)
+
+
+async def test_a_spliced_answer_is_still_written_when_the_task_writing_it_is_cancelled(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # An upstream pump delivering an answer is cancelled when its generation ends (e.g. the
+    # server was killed right after answering); the host must still get the answer.
+    front, tracker = _Front(), _Tracker()
+    splice = HostSplice(cast(Any, front), tracker)
+    send, receive = anyio.create_memory_object_stream[Any](0)
+    splice.attach(send)
+    call = SplicedCall(7, "mcp-supervisor/splice/1", cast(Any, None), cast(Any, None), 0.0, 60.0, splice)
+    splice._by_host_id[7] = call  # what _take_call records when it splices a request
+    got: list[bytes] = []
+    with trio.fail_after(30), send, receive:
+        async with trio.open_nursery() as nursery:
+
+            async def late_reader() -> None:
+                await trio.sleep(1.0)  # the host wire's writer is busy for a while
+                got.append(await receive.receive())
+
+            nursery.start_soon(late_reader)
+            with trio.move_on_after(0.5):  # the generation ends: the delivering task is cancelled
+                await splice.answer_line(call, "ok", b'{"answer":7}\n')
+    assert got == [b'{"answer":7}\n']
+    assert tracker.settled == [7]
+    assert front.outcomes == ["ok"]
