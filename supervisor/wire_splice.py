@@ -74,7 +74,7 @@ _ID_MARK: Final = ID_PREFIX.encode()
 _ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """The 2026 per-request envelope: ours replaces the host's, as on the general path. Any other key: general path."""
 _ANSWER_WRITE_GRACE_SEC: Final = 5.0
-"""How long writing one spliced answer may wait for the host wire (the write is shielded)."""
+"""How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
 
 
 _BIG_LINE_BYTES: Final = 64 * 1024
@@ -443,16 +443,22 @@ class HostSplice:
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
         try:
-            # Shielded and bounded: the answer is owed once the call left the tables, even when the
-            # task delivering it (an upstream pump, the transport's watcher) is being cancelled.
-            # A host that already left one answer waiting the whole grace gets no further grace.
-            grace = 0.0 if self._wire_stuck else _ANSWER_WRITE_GRACE_SEC
-            with trio.CancelScope(shield=True), trio.move_on_after(grace) as bound:
-                if self._out is not None and not self.direct.try_write(line):
+            if self._out is not None and not self.direct.try_write(line):
+                try:
+                    # A host that reads slowly slows this upstream's replies, as on the general path;
+                    # nothing is dropped for being slow.
                     await self._out.send(line)
-            self._wire_stuck = bound.cancelled_caught
-            if bound.cancelled_caught:
-                logger.warning("the host did not take a spliced answer within %gs; dropped", grace)
+                except trio.Cancelled:
+                    # The answer is owed once the call left the tables, even when the task delivering
+                    # it (an upstream pump, the transport's watcher) is being cancelled: shielded and
+                    # bounded. A host that already left one answer waiting the whole grace gets none.
+                    grace = 0.0 if self._wire_stuck else _ANSWER_WRITE_GRACE_SEC
+                    with trio.CancelScope(shield=True), trio.move_on_after(grace) as bound:
+                        await self._out.send(line)
+                    self._wire_stuck = bound.cancelled_caught
+                    if bound.cancelled_caught:
+                        logger.warning("the host did not take a spliced answer within %gs of a stop; dropped", grace)
+                    raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
         finally:

@@ -53,3 +53,30 @@ async def test_a_spliced_answer_is_still_written_when_the_task_writing_it_is_can
     assert got == [b'{"answer":7}\n']
     assert tracker.settled == [7]
     assert front.outcomes == ["ok"]
+
+
+async def test_a_host_that_reads_slowly_still_gets_every_spliced_answer(autojump_clock: trio.abc.Clock) -> None:
+    # Slowness is backpressure, not a reason to drop: the general path never drops an answer
+    # because the host took long to read it, and neither may the splice.
+    front, tracker = _Front(), _Tracker()
+    splice = HostSplice(cast(Any, front), tracker)
+    send, receive = anyio.create_memory_object_stream[Any](0)
+    splice.attach(send)
+    calls = [SplicedCall(i, f"mcp-supervisor/splice/{i}", cast(Any, None), cast(Any, None), 0.0, 60.0, splice)
+             for i in (1, 2)]  # fmt: skip
+    for call in calls:
+        splice._by_host_id[call.host_id] = call
+    got: list[bytes] = []
+    with trio.fail_after(600), send, receive:
+        async with trio.open_nursery() as nursery:
+
+            async def slow_reader() -> None:
+                for _ in calls:
+                    await trio.sleep(60.0)  # far beyond any grace a stop would get
+                    got.append(await receive.receive())
+
+            nursery.start_soon(slow_reader)
+            for call in calls:
+                await splice.answer_line(call, "ok", b'{"answer":%d}\n' % call.host_id)
+    assert got == [b'{"answer":1}\n', b'{"answer":2}\n']
+    assert tracker.settled == [1, 2]
