@@ -83,7 +83,7 @@ async def open_http_transport(settings: ServerSettings, health: TransportHealth)
         async with open_http_streams(settings, headers, run_auth.auth if run_auth else None) as (read, write):
             watched: Any = _WatchedReadStream(read, health)
             yield watched, write
-    except BaseException as exc:
+    except Exception as exc:  # never a Cancelled: a stop stays a stop
         needs_login = run_auth.needs_login() if run_auth is not None else None
         if needs_login is None:
             raise
