@@ -9,27 +9,12 @@ The actor runs three tasks in the nursery it owns:
   connect + first sync. After ``max_attempts`` consecutive failures it gives
   up: it asks the mailbox to withdraw the server's tools and parks in
   ``failed`` until the actor is restarted (config reload).
-* the **mailbox worker** is the only code that syncs or withdraws this
-  server's tools. Messages queued while it works coalesce into one pending
-  action (``refresh`` absorbs ``use``; one withdrawal absorbs another), and a
-  ``list_changed`` re-sync is debounced (quiet window, bounded maximum wait),
-  so at most one sync runs per server and a burst of notices costs a handful
-  of fetches (I1).
+* the **mailbox worker** (``catalog_sync.CatalogSync``) is the only code
+  that syncs or withdraws this server's entries: coalesced, debounced, one
+  action at a time (I1), fetch-then-swap (I2, I3).
 * the **standing-state worker** applies what every generation must carry
   (the log level hosts asked for, the resource URIs hosts subscribed to) to
   the current generation, after its first sync and whenever it changes.
-
-A sync is fetch-then-swap over the kinds it was asked for (tools, prompts,
-resources, templates; a notice of one kind re-syncs only that kind). The fetch
-(all pages) never touches the Registry; a failed fetch leaves the previous
-generation registered (I2). The swap is one synchronous ``Registry.swap_many``
-call, so the host never sees a mixture (I3).
-
-Producers never block on the mailbox: change notices arrive on the upstream
-client's receive loop, and blocking there could deadlock against the fetch
-the worker is waiting for. ``request_sync`` uses ``send_nowait``; if the
-bounded mailbox is full, the request is folded into an overflow flag that the
-worker reads on its next drain, so nothing is lost.
 
 Requests for a host (``call_tool``, ``get_prompt``, ``read_resource``,
 ``complete``) run in the caller's task against the current generation (so a
@@ -40,11 +25,10 @@ with ``UpstreamUnavailable`` naming the state and attempt count (I10).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar, assert_never, cast
 
@@ -56,23 +40,22 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.backoff import Backoff
-from supervisor.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
+from supervisor.cache import TOOLS_LIST, CatalogCache
+from supervisor.catalog_sync import CACHED_METHODS, CatalogSync
 from supervisor.errors import UpstreamError, UpstreamNeedsLogin, UpstreamTimeout, UpstreamUnavailable, first_leaf
 from supervisor.host_calls import HostCall
 from supervisor.oauth import wait_for_new_tokens
-from supervisor.registry import ALL_KINDS, Definition, DuplicateName, Kind, Registry
+from supervisor.registry import Kind, Registry
 from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.status import ServerStatus
-from supervisor.sync_mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason, SyncRequest, Withdraw
+from supervisor.sync_mailbox import EVERY_KIND, Message, SyncOutcome, SyncReason, SyncRequest, Withdraw
 from supervisor.upstream import Upstream
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _P = ParamSpec("_P")
-_CACHED_METHODS: Final[dict[Kind, str]] = {"tools": TOOLS_LIST, "prompts": PROMPTS_LIST}
-"""Kinds whose listings a catalog lifetime may serve (I4); resource lists always bypass it (I9)."""
 _KINDS_OF_NOTICE: Final[dict[Kind, frozenset[Kind]]] = {
     "tools": frozenset({"tools"}),
     "prompts": frozenset({"prompts"}),
@@ -80,7 +63,6 @@ _KINDS_OF_NOTICE: Final[dict[Kind, frozenset[Kind]]] = {
     "templates": frozenset({"resources", "templates"}),
 }
 
-MAILBOX_SIZE: Final = 16
 LIST_CHANGED_DEBOUNCE_SEC: Final = DEFAULT_LIST_CHANGED_DEBOUNCE_MS / 1000
 """The default quiet window (``list_changed_debounce_ms``) after the last ``list_changed``."""
 LIST_CHANGED_MAX_WAIT_SEC: Final = DEFAULT_LIST_CHANGED_MAX_WAIT_MS / 1000
@@ -126,24 +108,27 @@ class ServerActor:
         self.status = ServerStatus(settings.name, max_attempts=settings.reconnect.max_attempts)
         self._upstream: UpstreamSession | None = None
         self._first_attempt_done = trio.Event()
-        self._mailbox_send, self._mailbox_recv = trio.open_memory_channel[Message](MAILBOX_SIZE)
-        self._overflow: Pending | None = None
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: frozenset[str] = frozenset()
         self._standing_changed = trio.Event()
         self.stopping_reason: str | None = None
         """Set by the Supervisor while a reload stops this actor: every request fails at once with it."""
-        self.syncs_running = 0
-        """How many syncs are running right now (0 or 1; I1 tests watch it)."""
-        self.fetches = 0
-        """How many fetches the worker has started in total."""
+        self._catalog_sync = CatalogSync(
+            settings,
+            registry,
+            cache=cache,
+            current_upstream=lambda: self._upstream,
+            transition=self._set_status,
+            log_fields=lambda: self._log_fields,
+            events=events,
+        )
 
     # -- public surface ----------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve this server until cancelled."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._serve_mailbox)
+            nursery.start_soon(self._catalog_sync.serve)
             nursery.start_soon(self._serve_standing_state)
             task_status.started()
             await self._serve_generations()
@@ -178,6 +163,16 @@ class ServerActor:
             return  # the next generation gets them after its first sync
         subscriptions = self._subscriptions
         await self._forward("resource subscriptions", lambda up: up.set_subscriptions(subscriptions))
+
+    @property
+    def syncs_running(self) -> int:
+        """How many syncs are running right now (0 or 1; I1 tests watch it)."""
+        return self._catalog_sync.syncs_running
+
+    @property
+    def fetches(self) -> int:
+        """How many fetches the mailbox worker has started in total."""
+        return self._catalog_sync.fetches
 
     @property
     def first_attempt_done(self) -> bool:
@@ -265,7 +260,7 @@ class ServerActor:
             raise UpstreamUnavailable(self.name, self.stopping_reason)
         upstream = self._upstream
         if upstream is None or self.status.state != "ready":
-            raise UpstreamUnavailable(self.name, self._unavailable_message())
+            raise UpstreamUnavailable(self.name, self.unavailable_message())
         timeout = self.settings.tool_timeout_sec
         try:
             with trio.fail_after(timeout):
@@ -413,17 +408,12 @@ class ServerActor:
             return await reply_recv.receive()
 
     def _post(self, message: Message) -> None:
-        try:
-            self._mailbox_send.send_nowait(message)
-        except trio.WouldBlock:
-            if self._overflow is None:
-                self._overflow = Pending()
-            self._overflow.add(message)
+        self._catalog_sync.post(message)
 
     def _on_list_changed(self, kind: Kind) -> None:
         logger.debug("server=%s announced %s/list_changed", self.name, kind, extra=self._log_fields)
         kinds = _KINDS_OF_NOTICE[kind]
-        methods = tuple(_CACHED_METHODS[k] for k in kinds if k in _CACHED_METHODS)
+        methods = tuple(CACHED_METHODS[k] for k in kinds if k in CACHED_METHODS)
         if self._cache is not None and methods:
             self._cache.evict(self.name, "list_changed", methods)  # before the re-sync is even queued (I7)
         self.request_sync("refresh", "list_changed", kinds)
@@ -439,139 +429,6 @@ class ServerActor:
         if self._cache is not None:
             self._cache.evict(self.name, "unknown_tool", (TOOLS_LIST,))
         self.request_sync("refresh", "unknown_tool", frozenset({"tools"}))
-
-    # -- mailbox worker ----------------------------------------------------------------
-
-    async def _serve_mailbox(self) -> None:
-        async with self._mailbox_recv:
-            async for message in self._mailbox_recv:
-                pending = Pending()
-                pending.add(message)
-                self._drain_into(pending)
-                if pending.debounced:
-                    await self._debounce(pending)
-                await self._execute(pending)
-
-    def _drain_into(self, pending: Pending) -> None:
-        while True:
-            try:
-                pending.add(self._mailbox_recv.receive_nowait())
-            except trio.WouldBlock:
-                break
-        if self._overflow is not None:
-            overflow, self._overflow = self._overflow, None
-            pending.merge(overflow)
-
-    async def _debounce(self, pending: Pending) -> None:
-        """Wait for a quiet window after the last notice, but no longer than the maximum wait."""
-        debounce_sec = self.settings.list_changed_debounce_ms / 1000
-        give_up_at = trio.current_time() + self.settings.list_changed_max_wait_ms / 1000
-        while pending.debounced:
-            quiet_until = min(trio.current_time() + debounce_sec, give_up_at)
-            with trio.move_on_at(quiet_until):
-                pending.add(await self._mailbox_recv.receive())
-                self._drain_into(pending)
-                continue
-            return
-
-    async def _execute(self, pending: Pending) -> None:
-        if pending.withdraw is not None:
-            if self._registry.withdraw(self.name):
-                logger.info(
-                    "server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason, extra=self._log_fields
-                )
-            self._set_status(ServerStatus.mark_withdrawn)
-        outcome = SyncOutcome(ok=True)
-        if pending.mode is not None and pending.reason is not None:
-            outcome = await self._sync(pending.mode, pending.reason, pending.kinds or EVERY_KIND)
-            if self._events is not None:
-                self._events.sync_finished(self.name, pending.reason, outcome.ok)
-        for reply in pending.replies:
-            # A waiter that gave up (its generation ended) has closed its end: nothing to tell.
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
-                reply.send_nowait(outcome)
-
-    async def _sync(self, mode: CacheMode, reason: SyncReason, kinds: frozenset[Kind]) -> SyncOutcome:
-        upstream = self._upstream
-        if upstream is None:
-            return SyncOutcome(ok=False, error=f"server {self.name!r} is not connected")
-        identity = upstream.identity
-        identity_key = str(identity) if identity.name is not None else None
-        if self._cache is not None:
-            mode = self._cache.cache_mode_for(self.name, mode, identity_key)
-        # A kind the server no longer offers is swapped to nothing, so its old entries go.
-        listings: dict[Kind, Sequence[Definition]] = {kind: [] for kind in kinds - upstream.kinds}
-        self.syncs_running += 1
-        self.fetches += 1
-        timeout = self.settings.startup_timeout_sec
-        try:
-            with trio.fail_after(timeout):
-                for kind in (k for k in ALL_KINDS if k in kinds and k in upstream.kinds):
-                    listings[kind] = await self._fetch(upstream, kind, mode, identity_key)
-        except UpstreamError as exc:
-            return self._sync_failed(reason, str(exc))
-        except trio.TooSlowError:
-            return self._sync_failed(reason, f"listing did not answer within {timeout:g}s (startup_timeout_sec)")
-        finally:
-            self.syncs_running -= 1
-        if "tools" in listings:
-            listings["tools"] = [t for t in listings["tools"] if self.settings.tool_allowed(getattr(t, "name", ""))]
-        return self._swap(reason, listings)
-
-    async def _fetch(
-        self, upstream: UpstreamSession, kind: Kind, mode: CacheMode, identity_key: str | None
-    ) -> list[Definition]:
-        """Fetch one kind's listing; tools and prompts through the catalog cache's race guard (I7)."""
-        method = _CACHED_METHODS.get(kind)
-        if method is None:
-            return await upstream.list_all(kind, "bypass")
-        if self._cache is not None:
-            await self._cache.prepare_fetch(self.name, method, mode, identity_key)  # bounded (operation_timeout_ms)
-        ticket = self._cache.begin_fetch(self.name, mode, method) if self._cache is not None else None
-        served_from_cache = False
-        try:
-            listing = await upstream.list_all(kind, mode)
-            if self._cache is not None and ticket is not None:
-                self._cache.finish_fetch(ticket, identity_key)
-                served_from_cache = self._cache.served_from_cache(ticket)
-        finally:
-            if self._events is not None and kind == "tools" and not served_from_cache:
-                self._events.upstream_listed(self.name)
-        return listing
-
-    def _swap(self, reason: SyncReason, listings: Mapping[Kind, Sequence[Definition]]) -> SyncOutcome:
-        """Swap the fetched generation in (synchronous: atomic for every reader)."""
-        try:
-            results = self._registry.swap_many(self.name, listings, namespace=self.settings.namespace)
-        except DuplicateName as exc:
-            return self._sync_failed(reason, f"{exc}; the listing was rejected")
-        conflicts = [conflict for result in results.values() for conflict in result.conflicts]
-        self._set_status(
-            ServerStatus.record_sync,
-            at=trio.current_time(),
-            reason=reason,
-            counts={kind: self._registry.count(self.name, kind) for kind in ALL_KINDS},
-            conflicts=[f"{c.name} (owned by {c.owner})" for c in conflicts],
-        )
-        if conflicts:
-            for conflict in conflicts:
-                logger.error(
-                    "server=%s sync=%s conflict: %s; the server keeps its previous entries of that kind",
-                    self.name, reason, conflict, extra=self._log_fields,
-                )  # fmt: skip
-            return SyncOutcome(ok=True, error="name conflict; the previous entries were kept")
-        logger.debug(
-            "server=%s sync=%s swapped %s", self.name, reason, {k: len(v) for k, v in listings.items()},
-            extra=self._log_fields,
-        )  # fmt: skip
-        return SyncOutcome(ok=True)
-
-    def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
-        logger.warning(
-            "server=%s sync=%s failed, previous tools kept: %s", self.name, reason, error, extra=self._log_fields
-        )
-        self._set_status(ServerStatus.record_error, error)
-        return SyncOutcome(ok=False, error=error)
 
     # -- standing state ------------------------------------------------------------------
 
@@ -593,7 +450,7 @@ class ServerActor:
     # -- status --------------------------------------------------------------------------
 
     def _set_status(
-        self, transition: Callable[Concatenate[ServerStatus, _P], None], *args: _P.args, **kwargs: _P.kwargs
+        self, transition: Callable[Concatenate[ServerStatus, _P], None], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> None:
         """Apply one typed ``ServerStatus`` transition, then tell ``on_status`` (after every update)."""
         transition(self.status, *args, **kwargs)
@@ -605,7 +462,8 @@ class ServerActor:
         """The structured fields of this server's log records (``extra=``), for JSON logs."""
         return {"server": self.name, "generation": self.status.generation}
 
-    def _unavailable_message(self) -> str:
+    def unavailable_message(self) -> str:
+        """Why requests to this server fail right now, and what to do about it."""
         status = self.status
         if status.state == "failed":
             return (

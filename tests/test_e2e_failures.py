@@ -347,10 +347,10 @@ async def test_I11_a_crash_of_the_sidecars_own_code_still_terminates_every_child
     # loudly, and the shielded transport cleanup must still take its children with it.
     crashing_sidecar = (
         "import sys\n"
-        "from supervisor.server_actor import ServerActor\n"
+        "from supervisor.catalog_sync import CatalogSync\n"
         "def _swap(self, reason, listing):\n"
         "    raise RuntimeError('planted bug in the sidecar')\n"
-        "ServerActor._swap = _swap\n"
+        "CatalogSync._swap = _swap\n"
         "from supervisor.cli import main\n"
         "sys.exit(main(['run', '--config', sys.argv[1]]))\n"
     )

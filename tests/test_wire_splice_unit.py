@@ -77,6 +77,6 @@ async def test_a_host_that_reads_slowly_still_gets_every_spliced_answer(autojump
 
             nursery.start_soon(slow_reader)
             for call in calls:
-                await splice.answer_line(call, "ok", b'{"answer":%d}\n' % call.host_id)
+                await splice.answer_line(call, "ok", f'{{"answer":{call.host_id}}}\n'.encode())
     assert got == [b'{"answer":1}\n', b'{"answer":2}\n']
     assert tracker.settled == [1, 2]
