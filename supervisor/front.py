@@ -43,6 +43,7 @@ connections are only touched without ``await`` in between, so they need no lock.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -69,6 +70,7 @@ from supervisor.exchanges import ExchangeTable
 from supervisor.fast_path import FastToolCalls, restamp
 from supervisor.host_calls import HostCall
 from supervisor.metrics import CallOutcome
+from supervisor.naming import PREFIX
 from supervisor.registry import Kind, RegisteredTool
 from supervisor.relay import Relay
 from supervisor.resource_routes import ResourceRoutes
@@ -185,10 +187,17 @@ class Front:
         await self._wait_for_first_attempts()
         return types.ListResourceTemplatesResult(resource_templates=self._supervisor.registry.templates())
 
-    async def _wait_for_first_attempts(self) -> None:
-        """Wait, at most ``FIRST_LIST_WAIT_SEC``, for servers still on their first attempt."""
-        with trio.move_on_after(min(self._supervisor.startup_bound_sec, FIRST_LIST_WAIT_SEC)):
+    async def _wait_for_first_attempts(self, bound_sec: float = FIRST_LIST_WAIT_SEC) -> None:
+        """Wait, at most ``bound_sec`` (and never past the start-up bound), for servers still on their first attempt."""
+        with trio.move_on_after(min(self._supervisor.startup_bound_sec, bound_sec)):
             await self._supervisor.wait_first_attempts()
+
+    def _unknown(self, kind: str, name: str) -> MCPError:
+        """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
+        for actor in self._supervisor.actors.values():
+            if actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
+                return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {actor.unavailable_message()}")
+        return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}")
 
     # -- requests for one server ------------------------------------------------------
 
@@ -200,11 +209,12 @@ class Front:
         routed = self._supervisor.route(params.name)
         if routed is None:
             # Right after start a host may call before every server has listed its
-            # tools; like tools/list, wait (bounded) for the first attempts first.
-            await self._wait_for_first_attempts()
+            # tools: the host asked for this very tool, so wait for the first attempts
+            # as long as they may take (startup_timeout_sec), not a list's short wait.
+            await self._wait_for_first_attempts(math.inf)
             routed = self._supervisor.route(params.name)
         if routed is None:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+            raise self._unknown("tool", params.name)
         tool, actor = routed
         arguments = params.arguments
 
@@ -288,10 +298,10 @@ class Front:
     ) -> types.GetPromptResult | types.InputRequiredResult:
         routed = self._supervisor.route_prompt(params.name)
         if routed is None:
-            await self._wait_for_first_attempts()
+            await self._wait_for_first_attempts(math.inf)
             routed = self._supervisor.route_prompt(params.name)
         if routed is None:
-            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
+            raise self._unknown("prompt", params.name)
         prompt, actor = routed
         return await self._forward_or_error(
             ctx,

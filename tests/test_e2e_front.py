@@ -16,6 +16,7 @@ from mcp import MCPError
 from mcp.client.client import ConnectMode
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from supervisor.front import FIRST_LIST_WAIT_SEC
 from tests.e2e import HOST_MODES, called_tools, fixture_server, open_host, scaled, text_of, write_settings
 from tests.fixtures.fixture_server import BUILTIN_TOOLS
 
@@ -138,3 +139,20 @@ async def test_upstream_invalid_params_and_unknown_tools_reach_the_host_as_minus
             # The server stays usable after the errors.
             assert text_of(await host.call("mcp__a__echo", {"text": "still here"})) == "still here"
     assert called_tools(tmp_path / "a.jsonl") == ["invalid_params", "echo"]
+
+
+async def test_a_call_right_after_start_waits_for_a_server_slower_than_a_listings_short_wait(
+    tmp_path: Path, mode: ConnectMode
+) -> None:
+    # A list waits FIRST_LIST_WAIT_SEC for servers still starting; a call names the tool it
+    # wants, so it waits as long as the start may take (startup_timeout_sec) instead of
+    # answering "Unknown tool" for a tool that is about to appear.
+    delay = FIRST_LIST_WAIT_SEC + scaled(1)
+    config = write_settings(
+        tmp_path,
+        {"slow": fixture_server("--list-delay-sec", str(delay))},
+        defaults={"startup_timeout_sec": delay + scaled(20)},
+    )
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config, mode) as host:
+            assert text_of(await host.call("mcp__slow__echo", {"text": "early"})) == "early"

@@ -210,6 +210,9 @@ async def test_a_revoked_refresh_token_leads_to_needs_login_and_a_new_login_brin
                 server = await wait_state(http, host, "needs_login", outputs)
                 assert "run `mcp-supervisor login remote`" in server["last_error"]
                 await host.wait_tools(lambda names: ECHO not in names)  # withdrawn
+                with pytest.raises(MCPError) as parked:  # a call says why, not just "unknown tool"
+                    await host.call(ECHO, {"text": "while parked"})
+                assert "run `mcp-supervisor login remote`" in parked.value.error.message
                 metrics = await admin_json(http, host, "/metrics", outputs)
                 assert 'mcp_supervisor_servers{state="needs_login"} 1.0' in metrics
                 status = outputs.add_cli(await run_cli("status", "--admin-url", await host.log.wait_listening("admin")))
