@@ -10,7 +10,8 @@ so each script touches one cluster slot and Redis Cluster works. Per target:
 * ``P:{T}:idx:<method>``: the set of entry keys written under that method.
 * ``P:{T}:e:<method>:<arm digest>``: an entry, ``<epoch>|<generation>|<json>``
   with ``PX`` = the entry's remaining lifetime (no absolute time is stored).
-* ``P:{T}:lock:<method>:<generation>``: the re-list lock (``SET NX PX``).
+* ``P:{T}:lock:<method>``: the re-list lock, ``<generation>|<owner>`` with ``PX``; a
+  newer generation takes it over, the same or an older one is refused.
 
 Events go to one channel, ``P:events``, as ``kind|target id|method|origin|generation``.
 Scripts run atomically inside Redis, so the generation compare of a write
@@ -59,11 +60,9 @@ redis.call('PUBLISH', ARGV[6], ARGV[7] .. ARGV[2])
 return 1
 """
 
-# KEYS: gen, index. ARGV: lock key prefix, lock owner, lock px ms, channel, event prefix.
+# KEYS: gen, index, lock. ARGV: lock owner, lock px ms, channel, event prefix.
 # INCR first, then UNLINK every indexed entry and the index, take the re-list lock of
 # the new generation for the evicting sidecar, and PUBLISH. Returns the new generation.
-# The lock key is built here from the new generation; it shares the hash tag, so the
-# same slot.
 EVICT: Final = """
 local generation = redis.call('INCR', KEYS[1])
 local members = redis.call('SMEMBERS', KEYS[2])
@@ -71,9 +70,21 @@ for i = 1, #members, 500 do
   redis.call('UNLINK', unpack(members, i, math.min(i + 499, #members)))
 end
 redis.call('UNLINK', KEYS[2])
-redis.call('SET', ARGV[1] .. generation, ARGV[2], 'PX', ARGV[3])
-redis.call('PUBLISH', ARGV[4], ARGV[5] .. generation)
+redis.call('SET', KEYS[3], generation .. '|' .. ARGV[1], 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4] .. generation)
 return generation
+"""
+
+# KEYS: lock. ARGV: generation, owner, px ms. Returns 1 if this owner now holds the
+# re-list lock of that generation, 0 if it is held for the same or a newer one.
+TRY_LOCK: Final = """
+local held = redis.call('GET', KEYS[1])
+if held then
+  local generation = tonumber(string.match(held, '^(%d+)|'))
+  if generation and generation >= tonumber(ARGV[1]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2], 'PX', ARGV[3])
+return 1
 """
 
 
@@ -106,8 +117,8 @@ class TargetKeys:
     def entry(self, method: str, arm: str) -> str:
         return f"{self.base}:e:{method}:{hashlib.sha256(arm.encode()).hexdigest()[:24]}"
 
-    def lock_prefix(self, method: str) -> str:
-        return f"{self.base}:lock:{method}:"
+    def lock(self, method: str) -> str:
+        return f"{self.base}:lock:{method}"
 
 
 def channel(prefix: str) -> str:

@@ -107,6 +107,7 @@ class FleetStore:
         self._read = self._client.register_script(scripts.READ)
         self._write = self._client.register_script(scripts.WRITE)
         self._evict = self._client.register_script(scripts.EVICT)
+        self._try_lock = self._client.register_script(scripts.TRY_LOCK)
 
     def _new_client(self) -> coredis.Redis[str]:
         bound_sec = max(self.timeout_sec, CONNECT_BOUND_SEC)
@@ -306,8 +307,8 @@ class FleetStore:
         event = scripts.event_prefix("evict", tid, method, self.origin)
         reply: Any = await self._call(
             lambda: self._evict(
-                keys=[keys.generation(method), keys.index(method)],
-                args=[keys.lock_prefix(method), self.origin, str(lock_px_ms), scripts.channel(self.prefix), event],
+                keys=[keys.generation(method), keys.index(method), keys.lock(method)],
+                args=[self.origin, str(lock_px_ms), scripts.channel(self.prefix), event],
                 client=self._client,
             )
         )
@@ -320,9 +321,15 @@ class FleetStore:
         return {method: int(value or 0) for method, value in zip(methods, values, strict=True)}
 
     async def try_lock(self, tid: str, method: str, generation: int, px_ms: int) -> bool:
-        """``SET NX PX`` the re-list lock of (target, method, generation); True if this sidecar got it."""
-        key = f"{self.keys(tid).lock_prefix(method)}{generation}"
-        return bool(await self._call(lambda: self._client.set(key, self.origin, px=px_ms, condition=_NX)))
+        """Take the re-list lock of (target, method) for ``generation``; True if this sidecar got it.
+
+        One key per (target, method), declared to the script, so Redis Cluster sees every key it touches.
+        """
+        key = self.keys(tid).lock(method)
+        reply: Any = await self._call(
+            lambda: self._try_lock(keys=[key], args=[str(generation), self.origin, str(px_ms)], client=self._client)
+        )
+        return bool(reply)
 
     async def publish_heartbeat(self) -> None:
         """Publish this sidecar's heartbeat; its own subscriber must see it."""
@@ -332,9 +339,6 @@ class FleetStore:
 
 def scripts_mask() -> str:
     return "***"
-
-
-_NX: Final = coredis.PureToken.NX
 
 
 def _list(reply: object, length: int) -> list[Any]:

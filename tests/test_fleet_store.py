@@ -306,3 +306,24 @@ def test_coredis_connections_still_carry_the_buffers_the_compat_patch_closes() -
     finally:
         for name in CONNECTION_STREAMS:
             getattr(connection, name).close()
+
+
+async def test_the_relist_lock_goes_to_the_evicting_sidecar_and_only_a_newer_generation_takes_it_over(
+    shared_redis: RedisServer,
+) -> None:
+    """At most one sidecar re-lists per (target, generation); one lock key per (target, method) (Cluster-safe)."""
+    settings = store_settings(shared_redis.url)
+    a, b = (FleetStore(settings, origin=o) for o in ("a", "b"))
+    with trio.fail_after(scaled(20)):
+        async with trio.open_nursery() as nursery:
+            for store in (a, b):
+                await nursery.start(store.run)
+            first = await a.evict(TARGET, TOOLS_LIST, lock_px_ms=60_000)
+            assert not await b.try_lock(TARGET, TOOLS_LIST, first, 60_000)  # a evicted: a re-lists
+            assert not await a.try_lock(TARGET, TOOLS_LIST, first - 1, 60_000)  # an older generation never
+            assert await b.try_lock(TARGET, TOOLS_LIST, first + 1, 60_000)  # a newer one takes it over
+            assert not await a.try_lock(TARGET, TOOLS_LIST, first + 1, 60_000)  # once
+            second = await a.evict(TARGET, TOOLS_LIST, lock_px_ms=60_000)
+            assert second == first + 1
+            assert await b.try_lock(TARGET, TOOLS_LIST, second + 1, 60_000)
+            nursery.cancel_scope.cancel()
