@@ -575,9 +575,14 @@ class CliResult:
 
 
 @asynccontextmanager
-async def open_http_fixture(*args: str, log: Path | None = None) -> AsyncIterator[HttpFixture]:
-    """Start the fixture server over streamable HTTP on a port the OS picks; killed (and reaped) on exit."""
-    fixture = HttpFixture(list(args), log)
+async def open_http_fixture(
+    *args: str, log: Path | None = None, module: str = FIXTURE_MODULE, path: str = "/mcp"
+) -> AsyncIterator[HttpFixture]:
+    """Start the fixture server over HTTP on a port the OS picks; killed (and reaped) on exit.
+
+    ``module``/``path``: another fixture speaking HTTP (``tests.fixtures.sse_server`` at ``/sse``).
+    """
+    fixture = HttpFixture(list(args), log, module=module, path=path)
     async with trio.open_nursery() as nursery:
         fixture.nursery = nursery  # for the stderr relay of each (re)start
         try:
@@ -600,14 +605,17 @@ class HttpFixture:
     process: trio.Process | None = None
     stderr: ProcessLog = field(default_factory=ProcessLog)
     nursery: trio.Nursery | None = None
+    module: str = FIXTURE_MODULE
+    """The fixture's module; it takes ``--http-port`` and announces ``<its last dotted part> ready URL``."""
+    path: str = "/mcp"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     async def start(self) -> None:
         """Start the server and wait (bounded) until it announces the URL it listens on."""
-        argv = [sys.executable, "-m", FIXTURE_MODULE, "--http-port", str(self.port), *self.args]
+        argv = [sys.executable, "-m", self.module, "--http-port", str(self.port), *self.args]
         if self.log is not None:
             argv += ["--log", str(self.log)]
         self.stderr = ProcessLog()
@@ -616,7 +624,7 @@ class HttpFixture:
         )
         assert self.nursery is not None and self.process.stderr is not None
         self.nursery.start_soon(self.stderr.pump, self.process.stderr)
-        url = await self.stderr.wait_listening("fixture_server")
+        url = await self.stderr.wait_listening(self.module.rsplit(".", 1)[-1])
         port = urlsplit(url).port
         assert port is not None and port != 0, url
         self.port = port
