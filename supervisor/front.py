@@ -139,6 +139,9 @@ class Front:
         )
         # Registered directly: `Server(on_set_logging_level=…)` is deprecated and warns at construction.
         self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_log_level)
+        self.server.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
+        )
         add_server_middleware(self.server, self._track_requests)
         self.tools_list_cache = ToolsListWireCache(
             supervisor.registry, settled=lambda: not supervisor.pending_first_attempts()
@@ -388,6 +391,12 @@ class Front:
                 self._relay.remember_elicitation(elicitation["elicitationId"], call)
 
     # -- subscriptions and logging ----------------------------------------------------
+
+    async def _roots_changed(self, ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
+        """A handshake host's roots changed: every server may have cached them (each actor tells its own)."""
+        for actor in self._supervisor.actors.values():
+            actor.notify_roots_changed()
+        await trio.lowlevel.checkpoint()
 
     async def _subscribe(
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams

@@ -61,6 +61,8 @@ class UpstreamSession(Protocol):
 
     async def set_subscriptions(self, uris: frozenset[str]) -> None: ...
 
+    async def roots_changed(self) -> None: ...
+
 
 class ActorEvents(Protocol):
     """Synchronous observers of an actor's milestones (``metrics.Metrics``); they must not block or raise."""

@@ -14,7 +14,8 @@ The actor runs three tasks in the nursery it owns:
   action at a time (I1), fetch-then-swap (I2, I3).
 * the **standing-state worker** applies what every generation must carry
   (the log level hosts asked for, the resource URIs hosts subscribed to) to
-  the current generation, after its first sync and whenever it changes.
+  the current generation, after its first sync and whenever it changes, and
+  passes a host's ``roots/list_changed`` on (coalesced, never blocking the host).
 
 Requests for a host (``call_tool``, ``get_prompt``, ``read_resource``,
 ``complete``) run in the caller's task against the current generation (so a
@@ -111,6 +112,7 @@ class ServerActor:
         self._log_level: types.LoggingLevel | None = None
         self._subscriptions: frozenset[str] = frozenset()
         self._standing_changed = trio.Event()
+        self._roots_notice_due = False
         self.stopping_reason: str | None = None
         """Set by the Supervisor while a reload stops this actor: every request fails at once with it."""
         self._catalog_sync = CatalogSync(
@@ -148,6 +150,11 @@ class ServerActor:
         if uris != self._subscriptions:
             self._subscriptions = uris
             self._standing_changed.set()
+
+    def notify_roots_changed(self) -> None:
+        """A host's roots changed: tell the current generation (once, however many notices came meanwhile)."""
+        self._roots_notice_due = True
+        self._standing_changed.set()
 
     async def apply_subscriptions(self) -> None:
         """Bring the current generation's subscriptions in line now, and return once the server has them.
@@ -433,19 +440,23 @@ class ServerActor:
     # -- standing state ------------------------------------------------------------------
 
     async def _serve_standing_state(self) -> None:
-        """Apply the log level and the resource subscriptions to the current generation, on every change."""
+        """Apply the log level, the resource subscriptions and a due roots notice to the current generation."""
         while True:
             await self._standing_changed.wait()
             self._standing_changed = trio.Event()
             upstream = self._upstream
             if upstream is None or self.status.state != "ready":
-                continue  # the next generation gets it after its first sync
+                self._roots_notice_due = False  # a new generation has cached no roots: nothing to tell it
+                continue  # the next generation gets the rest after its first sync
             try:
                 with trio.fail_after(self.settings.tool_timeout_sec):
                     await upstream.set_log_level(self._log_level)
                     await upstream.set_subscriptions(self._subscriptions)
+                    if self._roots_notice_due:
+                        self._roots_notice_due = False
+                        await upstream.roots_changed()
             except (UpstreamError, MCPError, trio.TooSlowError) as exc:
-                logger.warning("server=%s could not apply log level / subscriptions: %s", self.name, exc)
+                logger.warning("server=%s could not apply log level / subscriptions / roots: %s", self.name, exc)
 
     # -- status --------------------------------------------------------------------------
 

@@ -412,6 +412,12 @@ class Upstream:
             )
         self._log_level = level
 
+    async def roots_changed(self) -> None:
+        """Tell a handshake-era server the host's roots changed (2026 has none; the SDK's helper warns so)."""
+        if not self.modern:
+            with self._translate_errors("notifications/roots/list_changed"):
+                await self._client.session.send_notification(types.RootsListChangedNotification())
+
     async def set_subscriptions(self, uris: frozenset[str]) -> None:
         """Make the server's resource subscriptions ``uris``; return once the server has them.
 

@@ -103,6 +103,9 @@ class FakeSession:
     async def set_subscriptions(self, uris: frozenset[str]) -> None:
         self.server.subscriptions.append(uris)
 
+    async def roots_changed(self) -> None:
+        self.server.roots_notices += 1
+
     def close(self) -> None:
         self.closed = True
         for scope in self._inflight:
@@ -144,6 +147,7 @@ class FakeServer:
         self.prompt_fetch_error: Exception | None = None
         self.log_levels: list[types.LoggingLevel | None] = []
         self.subscriptions: list[frozenset[str]] = []
+        self.roots_notices = 0
         self.connect_times: list[float] = []
         self.fetch_times: list[float] = []
         self.fetch_modes: list[CacheMode] = []

@@ -323,3 +323,25 @@ async def test_sidecar_shutdown_cancels_the_upstream_request_after_the_grace(tmp
         # Checked out here: the host's block may end early once the sidecar closes its session.
         assert sidecar.exit_code == 0
         assert len(_events(log, "call_ended")) == 1, "the upstream request was cancelled, not left hanging"
+
+
+async def test_a_handshake_hosts_roots_list_changed_reaches_every_handshake_server(tmp_path: Path) -> None:
+    # Roots belong to the host; a server that cached them must hear that they changed. The
+    # 2026 era has no such notice (roots travel with each request), so only handshake
+    # servers are told.
+    legacy_log, modern_log = tmp_path / "legacy.jsonl", tmp_path / "modern.jsonl"
+    config = write_settings(
+        tmp_path,
+        {"old": _fx(legacy_log, "--legacy-only", "--name", "old"), "new": _fx(modern_log, "--name", "new")},
+    )
+    recorder = Recorder(name="ada")
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(config, "legacy", **recorder.client_options(Host())) as host:
+            await host.wait_tools(lambda names: "mcp__old__roots" in names and "mcp__new__roots" in names)
+            # The Client's helper is deprecated (2026 has no such notice); a handshake host still sends it.
+            await host.session.session.send_notification(types.RootsListChangedNotification())
+            await wait_until(lambda: bool(_events(legacy_log, "roots_list_changed")), what="the roots notice")
+            # The modern server answered a call after the notice went out: it was never sent one.
+            assert text_of(await host.call("mcp__new__echo", {"text": "after"})) == "after"
+    assert len(_events(legacy_log, "roots_list_changed")) == 1
+    assert _events(modern_log, "roots_list_changed") == []

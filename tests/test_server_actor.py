@@ -667,3 +667,21 @@ async def test_a_startup_slot_is_held_from_connect_until_ready_and_waiting_for_o
     # One at a time: each starts when the previous one is ready, and none timed out waiting.
     assert [fake.connect_times for fake in fakes] == [[0.0], [3.0], [6.0]]
     assert [actor.status.state for actor in actors] == ["ready", "ready", "ready"]
+
+
+async def test_a_hosts_roots_notice_reaches_the_current_generation_once_however_many_came_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    rig = _Rig(FakeServer([tool("echo")]))
+    with trio.fail_after(BOUND_SEC):
+        async with rig.running():
+            await rig.actor.wait_first_attempt()
+            await trio.testing.wait_all_tasks_blocked()
+            assert rig.fake.roots_notices == 0  # a new generation is told nothing: it cached no roots
+            for _ in range(3):
+                rig.actor.notify_roots_changed()
+            await trio.testing.wait_all_tasks_blocked()
+            assert rig.fake.roots_notices == 1
+            rig.actor.notify_roots_changed()
+            await trio.testing.wait_all_tasks_blocked()
+            assert rig.fake.roots_notices == 2
