@@ -126,23 +126,22 @@ def everything_server() -> dict[str, object]:
     return command_server([node, str(EVERYTHING_JS), "stdio"], startup_timeout_sec=NODE_STARTUP_TIMEOUT_SEC)
 
 
-@pytest.fixture(scope="session")
-def shared_redis() -> Iterator[RedisServer]:
-    """One real Redis server for the session (unix socket, no disk); tests separate by key prefix."""
+def _running_redis() -> Iterator[RedisServer]:
     server = RedisServer()
     server.start()
     try:
         yield server
     finally:
         server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def shared_redis() -> Iterator[RedisServer]:
+    """One real Redis server for the session (unix socket, no disk); tests separate by key prefix."""
+    yield from _running_redis()
 
 
 @pytest.fixture
 def own_redis() -> Iterator[RedisServer]:
     """A real Redis server of this test's own, for tests that kill, pause or flush it."""
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
+    yield from _running_redis()
