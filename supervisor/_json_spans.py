@@ -1,12 +1,33 @@
-"""Where each member of a JSON object lies in its text, so a large message can be re-framed without re-encoding.
+"""Where the members of a JSON object lie in its UTF-8 bytes, found without decoding the large ones.
 
-The wire splice (``wire_splice``) must change a message's envelope (its id, the
-``_meta`` stamp) and forward the rest. For a 1 MB tool result, ``json.dumps``
-of the whole message costs more than everything else the sidecar does for the
-call; copying the text of the members it does not change costs a slice.
-``object_spans`` decodes an object's members with the stdlib's C scanner (so
-the values are checked and available) and records where each one's text lies;
-``join_members`` writes an object back from those slices and a few new values.
+The wire splice (``wire_large``) must read and change a large message's
+envelope (its id, the ``_meta`` stamp, the shape of a result) and forward the
+rest as it came. For a 1 MB tool result, decoding and re-encoding the big string
+costs more than everything else the sidecar does for the call, so
+``scan_object`` walks the bytes token by token in Python and skips each string
+with ``bytes.find`` (C speed, no copy), while proving what it skips well-formed:
+
+* the line as a whole, once: one ``bytes.translate`` pass finds the control
+  bytes, and a control byte anywhere is unproven (JSON allows one only as
+  whitespace between tokens, which no compact encoder writes); a line that is
+  not ASCII (``bytes.isascii``) is checked to be strict UTF-8 by one decode;
+* a string holding a backslash: its end and its escapes by the stdlib's C
+  ``scanstring``, on the line decoded once (offsets in a non-ASCII line are
+  mapped by counting UTF-8 continuation bytes, left to right, once);
+* numbers by a regular expression of the JSON grammar, literals by comparison,
+  and the structure (braces, brackets, colons, commas) token by token.
+
+Members of the two levels the splice reads (the message, and its ``params`` or
+``result``) are decoded with ``json.loads`` of their own slice, except a large
+one the caller never reads, which becomes an empty ``Opaque*`` placeholder of
+its JSON type (so shape checks such as "``content`` is a list" still work on it)
+and is forwarded as its original text.
+
+Whatever the scan cannot prove cheaply raises ``Unproven``: a malformed line, but
+also NaN, a duplicate key, a control byte, or more tokens than ``TOKEN_BUDGET``. The caller then
+decodes the whole line as before, so the scan never accepts a line that
+``json.loads`` would refuse, and what it accepts it reads as ``json.loads`` would
+(``tests/test_json_spans.py`` checks both against mutated lines).
 
 Pure functions; nothing here awaits.
 """
@@ -15,75 +36,234 @@ from __future__ import annotations
 
 import json
 import re
+from _json import scanstring  # the C string scanner ``json.decoder`` uses
 from typing import Any, Final
 
-_DECODER: Final = json.JSONDecoder()
-_WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
-
 Span = tuple[Any, int, int]
-"""A member's decoded value and the start and end of its text."""
+"""A member's value (decoded, or an ``Opaque*`` placeholder) and the start and end of its text."""
+
+TOKEN_BUDGET: Final = 2048
+"""Python-level steps one scan may take; past it the line is decoded whole (``Unproven``)."""
+OPAQUE_BYTES: Final = 1024
+"""A member the caller does not read is left undecoded (a placeholder) from this length of text on."""
+
+_NOT_CONTROL: Final = bytes(range(0x20, 0x100))
+_NOT_CONTINUATION: Final = bytes(range(0x80)) + bytes(range(0xC0, 0x100))
+"""Deleting these leaves the UTF-8 continuation bytes: one per character beyond a character's first byte."""
+_SPACES: Final = re.compile(rb" *")
+_NUMBER: Final = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_LITERALS: Final = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
+_QUOTE, _BACKSLASH, _COMMA, _COLON, _OPEN_OBJECT, _CLOSE_OBJECT, _OPEN_ARRAY, _CLOSE_ARRAY = b'"\\,:{}[]'
+"""Byte values (ints), as indexing ``bytes`` gives them; ``bytes.find`` takes them too."""
 
 
-def _skip(text: str, index: int) -> int:
-    match = _WHITESPACE.match(text, index)
-    assert match is not None  # the pattern matches the empty string
-    return match.end()
+class Unproven(Exception):
+    """The scan could not prove the text well-formed cheaply; decode it whole to know more."""
 
 
-def object_spans(text: str, index: int = 0, *, descend: str | None = None) -> tuple[dict[str, Span], int]:
-    """The members of the JSON object at ``text[index]`` and the index just past it.
+class OpaqueObject(dict[str, Any]):
+    """A large object member that is forwarded as its text and never read: empty, but an object."""
 
-    The member named ``descend`` (if any) is not decoded as a whole: its value
-    in the returned span is its own members (``object_spans`` of it), so a large
-    nested object is scanned once.
+
+class OpaqueArray(list[Any]):
+    """A large array member that is forwarded as its text and never read: empty, but an array."""
+
+
+class OpaqueString(str):
+    """A large string member that is forwarded as its text and never read: empty, but a string."""
+
+    __slots__ = ()
+
+
+_PLACEHOLDERS: Final = {_OPEN_OBJECT: OpaqueObject, _OPEN_ARRAY: OpaqueArray, _QUOTE: OpaqueString}
+
+
+class _Scanner:
+    """One scan of one line: the bytes, what the whole-line check found, and the steps taken so far."""
+
+    __slots__ = ("_mark", "_text", "ascii", "buf", "steps")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.steps = 0
+        self._text: str | None = None
+        """The line decoded, once one of its strings holds an escape (at once for a line that is not ASCII)."""
+        self._mark = (0, 0)
+        """A byte offset the scan has passed and its character offset (non-ASCII lines)."""
+        if buf.translate(None, _NOT_CONTROL):  # one pass, and what is left (the control bytes) is usually empty
+            raise Unproven("a control byte")
+        self.ascii = buf.isascii()
+        if not self.ascii:
+            try:
+                self._text = buf.decode()  # strict UTF-8 (no encoded surrogates), as decoding the line whole is
+            except UnicodeDecodeError:
+                raise Unproven("not UTF-8") from None
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > TOKEN_BUDGET:
+            raise Unproven("too many tokens")
+
+    def spaces(self, index: int) -> int:
+        """Past the spaces at ``index`` (the only whitespace a line without control bytes can hold)."""
+        if self.buf[index : index + 1] != b" ":
+            return index
+        match = _SPACES.match(self.buf, index)
+        assert match is not None  # the pattern matches the empty string
+        return match.end()
+
+    def expect(self, index: int, byte: int) -> int:
+        """Past ``byte`` at ``index`` and the spaces after it."""
+        if self.buf[index] != byte:
+            raise Unproven(f"expected {chr(byte)!r} at {index}")
+        return self.spaces(index + 1)
+
+    def string_end(self, index: int) -> int:
+        """Past the string whose opening quote is at ``index``."""
+        buf = self.buf
+        close = buf.find(_QUOTE, index + 1)
+        if close < 0:
+            raise Unproven("an unterminated string")
+        if buf.find(_BACKSLASH, index + 1, close) < 0:
+            return close + 1  # no escape: the first quote closes it, and the line check covered its bytes
+        return self._escaped_string_end(index)
+
+    def _escaped_string_end(self, index: int) -> int:
+        """Past the string at ``index``, by the C scanner on the decoded line (its escapes are checked there)."""
+        if self._text is None:  # an ASCII line: byte and character offsets agree
+            self._text = self.buf.decode("ascii")
+        char_index = self._char_index(index)
+        try:
+            char_end = int(scanstring(self._text, char_index + 1, True)[1])
+        except ValueError as exc:  # an invalid escape
+            raise Unproven(str(exc)) from None
+        if self.ascii:
+            return char_end
+        end = index + len(self._text[char_index:char_end].encode())
+        self._mark = (end, char_end)
+        return end
+
+    def _char_index(self, index: int) -> int:
+        """The character offset of byte ``index`` of a line whose scan has passed ``_mark`` (so counted once)."""
+        if self.ascii:
+            return index
+        mark_byte, mark_char = self._mark
+        continuations = len(self.buf[mark_byte:index].translate(None, _NOT_CONTINUATION))
+        self._mark = (index, mark_char + index - mark_byte - continuations)
+        return self._mark[1]
+
+    def value_end(self, index: int) -> int:
+        """Past the value at ``index`` (no spaces before it)."""
+        self.step()
+        buf = self.buf
+        first = buf[index]
+        if first == _QUOTE:
+            return self.string_end(index)
+        if first == _OPEN_OBJECT:
+            return self._object_end(index)
+        if first == _OPEN_ARRAY:
+            return self._array_end(index)
+        literal = _LITERALS.get(first)
+        if literal is not None:
+            if not buf.startswith(literal, index):
+                raise Unproven(f"not a literal at {index}")
+            return index + len(literal)
+        number = _NUMBER.match(buf, index)
+        if number is None:
+            raise Unproven(f"not a value at {index}")  # NaN and Infinity too: json.loads decides those
+        return number.end()
+
+    def _object_end(self, index: int) -> int:
+        index = self.spaces(index + 1)
+        if self.buf[index] == _CLOSE_OBJECT:
+            return index + 1
+        while True:
+            self.step()
+            if self.buf[index] != _QUOTE:
+                raise Unproven(f"expected a key at {index}")
+            index = self.expect(self.spaces(self.string_end(index)), _COLON)
+            index = self.spaces(self.value_end(index))
+            if self.buf[index] == _CLOSE_OBJECT:
+                return index + 1
+            index = self.expect(index, _COMMA)
+
+    def _array_end(self, index: int) -> int:
+        index = self.spaces(index + 1)
+        if self.buf[index] == _CLOSE_ARRAY:
+            return index + 1
+        while True:
+            index = self.spaces(self.value_end(index))
+            if self.buf[index] == _CLOSE_ARRAY:
+                return index + 1
+            index = self.expect(index, _COMMA)
+
+    def members(
+        self, index: int, *, descend: str | None = None, read: frozenset[str] | None = None
+    ) -> tuple[dict[str, Span], int]:
+        """The members of the object at ``index`` and the index past it.
+
+        ``descend``: that member's value is its own ``members``, where a member
+        not named in ``read`` whose text is at least ``OPAQUE_BYTES`` long is a
+        placeholder instead of its decoded value. Without ``descend``, ``read``
+        applies here.
+        """
+        buf = self.buf
+        if buf[index] != _OPEN_OBJECT:
+            raise Unproven(f"expected an object at {index}")
+        found: dict[str, Span] = {}
+        index = self.spaces(index + 1)
+        if buf[index] == _CLOSE_OBJECT:
+            return found, index + 1
+        while True:
+            self.step()
+            if buf[index] != _QUOTE:
+                raise Unproven(f"expected a key at {index}")
+            key_end = self.string_end(index)
+            key = _decode(buf[index:key_end])
+            if key in found:
+                raise Unproven(f"a duplicate key {key!r}")  # json.loads keeps the last one: let it decide
+            start = self.expect(self.spaces(key_end), _COLON)
+            value: Any
+            if key == descend:
+                value, end = self.members(start, read=read)
+            else:
+                end = self.value_end(start)
+                opaque = descend is None and read is not None and key not in read
+                placeholder = _PLACEHOLDERS.get(buf[start]) if opaque else None
+                if placeholder is not None and end - start >= OPAQUE_BYTES:
+                    value = placeholder()
+                else:
+                    value = _decode(buf[start:end])
+            found[key] = (value, start, end)
+            index = self.spaces(end)
+            if buf[index] == _CLOSE_OBJECT:
+                return found, index + 1
+            index = self.expect(index, _COMMA)
+
+
+def _decode(text: bytes) -> Any:
+    """One member's text, decoded by the stdlib (so every value the caller reads is checked twice)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # e.g. an integer too long to convert
+        raise Unproven(str(exc)) from None
+
+
+def scan_object(line: bytes, *, descend: str, read: frozenset[str]) -> dict[str, Span]:
+    """The members of the JSON object that ``line`` must hold and nothing else (bar spaces).
+
+    Every member is decoded except ``descend``, whose value is its own members:
+    decoded if named in ``read`` or shorter than ``OPAQUE_BYTES``, else an
+    ``Opaque*`` placeholder. A ``descend`` that is not an object is unproven.
 
     Raises:
-        ValueError: The text there is not a JSON object (or ``descend`` names a non-object).
+        Unproven: Not proven one well-formed object this way (``json.loads`` decides).
     """
-    index = _skip(text, index)
-    if text[index : index + 1] != "{":
-        raise ValueError(f"expected an object at {index}")
-    members: dict[str, Span] = {}
-    index = _skip(text, index + 1)
-    if text[index : index + 1] == "}":
-        return members, index + 1
-    while True:
-        if text[index : index + 1] != '"':
-            raise ValueError(f"expected a key at {index}")
-        key, index = _DECODER.raw_decode(text, index)
-        index = _skip(text, index)
-        if text[index : index + 1] != ":":
-            raise ValueError(f"expected ':' at {index}")
-        start = _skip(text, index + 1)
-        value: Any
-        if key == descend:
-            value, end = object_spans(text, start)
-        else:
-            value, end = _DECODER.raw_decode(text, start)
-        members[key] = (value, start, end)
-        index = _skip(text, end)
-        match text[index : index + 1]:
-            case ",":
-                index = _skip(text, index + 1)
-            case "}":
-                return members, index + 1
-            case _:
-                raise ValueError(f"expected ',' or '}}' at {index}")
-
-
-def whole_object_spans(text: str, *, descend: str | None = None) -> dict[str, Span]:
-    """``object_spans`` of a text that must be one JSON object and nothing else (bar whitespace)."""
-    members, end = object_spans(text, 0, descend=descend)
-    if _skip(text, end) != len(text):
-        raise ValueError("extra data after the object")
+    try:
+        scanner = _Scanner(line)
+        members, end = scanner.members(scanner.spaces(0), descend=descend, read=read)
+    except IndexError:
+        raise Unproven("the line ends inside a value") from None
+    if scanner.spaces(end) != len(line):
+        raise Unproven("extra data after the object")
     return members
-
-
-def join_members(text: str, members: dict[str, Span], replace: dict[str, Any]) -> str:
-    """The object of ``members`` (slices of ``text``) with ``replace``'s values (encoded) instead or added."""
-    parts = [
-        json.dumps(key) + ":" + (json.dumps(replace[key]) if key in replace else text[start:end])
-        for key, (_, start, end) in members.items()
-    ]
-    parts.extend(json.dumps(key) + ":" + json.dumps(value) for key, value in replace.items() if key not in members)
-    return "{" + ",".join(parts) + "}"

@@ -55,8 +55,9 @@ from mcp import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from supervisor import wire_large
 from supervisor._frames import DirectWrite
-from supervisor._json_spans import Span, join_members, whole_object_spans
+from supervisor._json_spans import Span
 from supervisor.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 
 
 _BIG_LINE_BYTES: Final = 64 * 1024
-"""From this size on, a message's large member is copied as text instead of decoded and encoded again."""
+"""From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
 
 
 def frame(message: Mapping[str, Any]) -> bytes:
@@ -88,28 +89,30 @@ def frame(message: Mapping[str, Any]) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class _Spans:
-    """A large message's text and where the members of its ``params`` or ``result`` lie in it."""
+    """A large message's bytes and where the members of its ``params`` or ``result`` lie in them."""
 
-    text: str
+    text: memoryview
     inner: dict[str, Span]
 
 
 def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
-    """The message on ``line``; for a large line also the spans of its ``descend`` member (``_json_spans``).
+    """The message on ``line``; for a large line also the spans of its ``descend`` member (``wire_large``).
+
+    A large line's big ``descend`` members that the splice does not read are
+    empty placeholders in the message (their text is in the spans). A large line
+    the scan cannot prove well-formed is decoded whole, strictly as UTF-8, and
+    carried like a small one (no spans).
 
     Raises:
-        ValueError: Not JSON, or (large line) not an object whose ``descend`` member is an object.
+        ValueError: Not JSON.
     """
     if len(line) < _BIG_LINE_BYTES:
         return json.loads(line), None
-    text = line.decode()
-    top = whole_object_spans(text, descend=descend)
-    message = {key: value for key, (value, _, _) in top.items()}
-    if descend not in top:
-        return message, None
-    inner: dict[str, Span] = top[descend][0]
-    message[descend] = {key: value for key, (value, _, _) in inner.items()}
-    return message, _Spans(text, inner)
+    loaded = wire_large.load(line, descend)
+    if loaded is None:
+        return json.loads(line.decode()), None
+    message, inner = loaded
+    return message, (_Spans(memoryview(line), inner) if inner is not None else None)
 
 
 class Tracker(Protocol):
@@ -186,20 +189,20 @@ class UpstreamSplice:
         return self._stdin is not None and self._envelope is not None and not self._lost
 
     def submit(
-        self, call: SplicedCall, raw_name: str, arguments: dict[str, Any] | None, arguments_text: str | None = None
+        self,
+        call: SplicedCall,
+        raw_name: str,
+        arguments: dict[str, Any] | None,
+        arguments_text: memoryview | None = None,
     ) -> bool:
         """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
 
-        ``arguments_text``: the host's own text of ``arguments`` (a large request), copied as it is.
+        ``arguments_text``: the host's own bytes of ``arguments`` (a large request), copied as they are.
         """
         if self._stdin is None or self._envelope is None or self._lost:
             return False
         if arguments_text is not None:
-            head = {"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call"}
-            params_text = (
-                f'{{"name":{json.dumps(raw_name)},"arguments":{arguments_text},"_meta":{json.dumps(self._envelope)}}}'
-            )
-            line = (json.dumps(head)[:-1] + ',"params":' + params_text + "}\n").encode()
+            line = wire_large.request_line(call.upstream_id, raw_name, arguments_text, self._envelope)
         else:
             params: dict[str, Any] = {"name": raw_name, "_meta": self._envelope}
             if arguments is not None:
@@ -306,9 +309,8 @@ class UpstreamSplice:
             await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
             return
         edited = {key: restamped[key] for key in ("_meta", "resultType")}
-        result_text = join_members(spans.text, spans.inner, edited)
-        line = '{"jsonrpc":"2.0","id":' + json.dumps(call.host_id) + ',"result":' + result_text + "}\n"
-        await call.host.answer_line(call, outcome, line.encode())
+        line = wire_large.answer_line(call.host_id, spans.text, spans.inner, edited)
+        await call.host.answer_line(call, outcome, line)
 
 
 @dataclass(eq=False)
