@@ -7,15 +7,20 @@ costs more than everything else the sidecar does for the call, so
 ``scan_object`` walks the bytes token by token in Python and skips each string
 with ``bytes.find`` (C speed, no copy), while proving what it skips well-formed:
 
-* the line as a whole, once: one ``bytes.translate`` pass finds the control
-  bytes, and a control byte anywhere is unproven (JSON allows one only as
-  whitespace between tokens, which no compact encoder writes); a line that is
-  not ASCII (``bytes.isascii``) is checked to be strict UTF-8 by one decode;
-* a string holding a backslash: its end and its escapes by the stdlib's C
-  ``scanstring``, on the line decoded once (offsets in a non-ASCII line are
-  mapped by counting UTF-8 continuation bytes, left to right, once);
-* numbers by a regular expression of the JSON grammar, literals by comparison,
-  and the structure (braces, brackets, colons, commas) token by token.
+* the line as a whole, once, by ``pydantic_core.from_json`` (the parser the
+  SDKs at both ends use): every string's bytes (no control byte, valid escapes,
+  strict UTF-8, no lone surrogate) in one pass of compiled code, 0.13 ms for a
+  1 MB line where a ``bytes.translate`` pass alone took 0.36 ms (the value it
+  builds is dropped);
+* the structure (braces, brackets, colons, commas) token by token, numbers by a
+  regular expression of the JSON grammar and literals by comparison, so a line
+  both accept is one ``json.loads`` accepts too (``from_json`` alone would take
+  NaN);
+* a string holding a backslash ends at the first quote an even run of
+  backslashes precedes (found quote by quote up to ``_MAX_QUOTE_HOPS``, then by
+  the stdlib's C ``scanstring`` on the line decoded once; offsets in a
+  non-ASCII line are mapped by counting UTF-8 continuation bytes, left to
+  right, once).
 
 Members of the two levels the splice reads (the message, and its ``params`` or
 ``result``) are decoded with ``json.loads`` of their own slice, except a large
@@ -23,11 +28,12 @@ one the caller never reads, which becomes an empty ``Opaque*`` placeholder of
 its JSON type (so shape checks such as "``content`` is a list" still work on it)
 and is forwarded as its original text.
 
-Whatever the scan cannot prove cheaply raises ``Unproven``: a malformed line, but
-also NaN, a duplicate key, a control byte, or more tokens than ``TOKEN_BUDGET``. The caller then
-decodes the whole line as before, so the scan never accepts a line that
-``json.loads`` would refuse, and what it accepts it reads as ``json.loads`` would
-(``tests/test_json_spans.py`` checks both against mutated lines).
+Whatever the scan cannot prove cheaply raises ``Unproven``: a malformed line,
+but also NaN, a duplicate key, whitespace other than spaces, or more tokens
+than ``TOKEN_BUDGET``. The caller then decodes the whole line as before, so the
+scan never accepts a line that ``json.loads`` would refuse, and what it accepts
+it reads as ``json.loads`` would (``tests/test_json_spans.py`` checks both
+against mutated lines).
 
 Pure functions; nothing here awaits.
 """
@@ -39,6 +45,8 @@ import re
 from _json import scanstring  # the C string scanner ``json.decoder`` uses
 from typing import Any, Final
 
+from pydantic_core import from_json
+
 Span = tuple[Any, int, int]
 """A member's value (decoded, or an ``Opaque*`` placeholder) and the start and end of its text."""
 
@@ -47,7 +55,8 @@ TOKEN_BUDGET: Final = 2048
 OPAQUE_BYTES: Final = 1024
 """A member the caller does not read is left undecoded (a placeholder) from this length of text on."""
 
-_NOT_CONTROL: Final = bytes(range(0x20, 0x100))
+_MAX_QUOTE_HOPS: Final = 32
+"""Escaped quotes a string may hold before its end is found by the C scanner instead of quote by quote."""
 _NOT_CONTINUATION: Final = bytes(range(0x80)) + bytes(range(0xC0, 0x100))
 """Deleting these leaves the UTF-8 continuation bytes: one per character beyond a character's first byte."""
 _SPACES: Final = re.compile(rb" *")
@@ -81,23 +90,23 @@ _PLACEHOLDERS: Final = {_OPEN_OBJECT: OpaqueObject, _OPEN_ARRAY: OpaqueArray, _Q
 class _Scanner:
     """One scan of one line: the bytes, what the whole-line check found, and the steps taken so far."""
 
-    __slots__ = ("_mark", "_text", "ascii", "buf", "steps")
+    __slots__ = ("_ascii", "_mark", "_text", "buf", "steps")
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.steps = 0
+        self._ascii: bool | None = None
         self._text: str | None = None
-        """The line decoded, once one of its strings holds an escape (at once for a line that is not ASCII)."""
+        """The line decoded, once one of its strings needs the C scanner to find its end."""
         self._mark = (0, 0)
         """A byte offset the scan has passed and its character offset (non-ASCII lines)."""
-        if buf.translate(None, _NOT_CONTROL):  # one pass, and what is left (the control bytes) is usually empty
-            raise Unproven("a control byte")
-        self.ascii = buf.isascii()
-        if not self.ascii:
-            try:
-                self._text = buf.decode()  # strict UTF-8 (no encoded surrogates), as decoding the line whole is
-            except UnicodeDecodeError:
-                raise Unproven("not UTF-8") from None
+        try:
+            # Every string's bytes checked in one pass of compiled code: no control byte, valid
+            # escapes, strict UTF-8 (no encoded or escaped lone surrogates). It builds the message,
+            # 1 MB string and all, faster than a bytes.translate pass over the line looks for controls.
+            from_json(buf, cache_strings=False)
+        except ValueError as exc:
+            raise Unproven(str(exc)) from None
 
     def step(self) -> None:
         self.steps += 1
@@ -129,15 +138,32 @@ class _Scanner:
         return self._escaped_string_end(index)
 
     def _escaped_string_end(self, index: int) -> int:
-        """Past the string at ``index``, by the C scanner on the decoded line (its escapes are checked there)."""
-        if self._text is None:  # an ASCII line: byte and character offsets agree
-            self._text = self.buf.decode("ascii")
+        """Past the string at ``index``, whose escapes the line check proved valid: only its end is sought."""
+        buf, start = self.buf, index + 1
+        for _ in range(_MAX_QUOTE_HOPS):
+            close = buf.find(_QUOTE, start)
+            if close < 0:
+                raise Unproven("an unterminated string")
+            before = close
+            while buf[before - 1] == _BACKSLASH:  # stops at the opening quote at the latest
+                before -= 1
+            if (close - before) % 2 == 0:
+                return close + 1
+            start = close + 1
+        return self._scanned_string_end(index)
+
+    def _scanned_string_end(self, index: int) -> int:
+        """Past the string at ``index``, by the C scanner on the line decoded once (many escaped quotes)."""
+        if self._ascii is None:
+            self._ascii = self.buf.isascii()
+        if self._text is None:
+            self._text = self.buf.decode()
         char_index = self._char_index(index)
         try:
             char_end = int(scanstring(self._text, char_index + 1, True)[1])
-        except ValueError as exc:  # an invalid escape
+        except ValueError as exc:  # cannot happen after the line check; unproven all the same
             raise Unproven(str(exc)) from None
-        if self.ascii:
+        if self._ascii:  # byte and character offsets agree
             return char_end
         end = index + len(self._text[char_index:char_end].encode())
         self._mark = (end, char_end)
@@ -145,7 +171,7 @@ class _Scanner:
 
     def _char_index(self, index: int) -> int:
         """The character offset of byte ``index`` of a line whose scan has passed ``_mark`` (so counted once)."""
-        if self.ascii:
+        if self._ascii:
             return index
         mark_byte, mark_char = self._mark
         continuations = len(self.buf[mark_byte:index].translate(None, _NOT_CONTINUATION))

@@ -1,0 +1,67 @@
+"""p2's 1 MB case alone, long enough to read on a shared box: ``python -m bench.large_ratio [--rounds R] [--calls N]``.
+
+``python -m bench --quick p2`` makes five 1 MB calls per variant, a window of
+well under a second, so its ratio moves by 2x with other people's load. This
+keeps a direct host and a sidecar host connected to the same fixture
+(``--tools echo``) and alternates rounds of ``N`` sequential 1 MB echo calls
+between them; it prints each round, the median calls/s of each, their ratio
+(the issue's target: sidecar / direct >= 0.8), and the middle process's CPU per
+call (``/proc/<pid>/stat``, the robust figure). Not part of ``python -m bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import trio
+
+from bench.call_path import TOOL, _argv, _measure_large, _warm_up
+from bench.harness import Host, cpu_sec, median, open_host, reap_marked
+
+VARIANTS = ("direct", "sidecar")
+
+
+async def _main(rounds: int, calls: int) -> None:
+    cps: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    cpu: dict[str, float] = dict.fromkeys(VARIANTS, 0.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            async with AsyncExitStack() as stack:
+                hosts: dict[str, Host] = {}
+                for variant in VARIANTS:
+                    argv = _argv(variant, Path(tmp), Path(tmp) / f"{variant}.jsonl")
+                    hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
+                    with trio.fail_after(60):
+                        await _warm_up(hosts[variant], TOOL[variant])
+                        await _measure_large(hosts[variant], TOOL[variant], 3)
+                for round_index in range(rounds):
+                    line = f"  round {round_index + 1}:"
+                    for variant in VARIANTS:
+                        pid = hosts[variant].process.pid
+                        before = cpu_sec(pid)
+                        cps[variant].append(await _measure_large(hosts[variant], TOOL[variant], calls))
+                        cpu[variant] += cpu_sec(pid) - before
+                        line += f" {variant} {cps[variant][-1]:6.1f}/s"
+                    print(line, flush=True)
+        finally:
+            await reap_marked("large_ratio")
+    direct, sidecar = median(cps["direct"]), median(cps["sidecar"])
+    print(f"1 MB calls/s (median of {rounds} rounds x {calls}): direct {direct:.1f}, sidecar {sidecar:.1f}")
+    print(f"sidecar / direct {sidecar / direct:.3f} (target >= 0.8)")
+    for variant in VARIANTS:
+        print(f"{variant}: middle process CPU {cpu[variant] / (rounds * calls) * 1e3:.2f} ms per 1 MB call")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.large_ratio", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=30)
+    args = parser.parse_args()
+    trio.run(_main, args.rounds, args.calls)
+
+
+if __name__ == "__main__":
+    main()
