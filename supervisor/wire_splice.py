@@ -100,17 +100,21 @@ def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
 
     A large line's big ``descend`` members that the splice does not read are
     empty placeholders in the message (their text is in the spans). A large line
-    the scan cannot prove well-formed is decoded whole, strictly as UTF-8, and
-    carried like a small one (no spans).
+    the scan cannot prove well-formed is decoded whole and carried like a small
+    one (no spans). Lines are strict UTF-8: ``json.loads`` of the bytes would let
+    encoded lone surrogates through, which no line written on can hold.
 
     Raises:
-        ValueError: Not JSON.
+        ValueError: Not JSON (or nested beyond the decoder's recursion limit).
     """
-    if len(line) < _BIG_LINE_BYTES:
-        return json.loads(line), None
-    loaded = wire_large.load(line, descend)
-    if loaded is None:
-        return json.loads(line.decode()), None
+    try:
+        if len(line) < _BIG_LINE_BYTES:
+            return json.loads(line.decode()), None
+        loaded = wire_large.load(line, descend)
+        if loaded is None:
+            return json.loads(line.decode()), None
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deep") from exc
     message, inner = loaded
     return message, (_Spans(memoryview(line), inner) if inner is not None else None)
 
