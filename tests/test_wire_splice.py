@@ -20,7 +20,7 @@ from mcp import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor.wire_splice import ID_PREFIX, plain_call
-from tests.e2e import fixture_server, open_host, read_log, scaled, text_of, write_settings
+from tests.e2e import fixture_server, open_host, read_log, scaled, text_of, wait_until, write_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -132,6 +132,33 @@ async def test_a_large_call_crosses_the_splice_with_its_text_intact(tmp_path: Pa
     assert text_of(result) == text
     assert result.meta is not None and result.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
     assert [_spliced(i) for i in _call_ids(log, "echo")] == [True]
+
+
+async def test_a_large_call_is_routed_cancelled_and_timed_out_like_a_small_one(tmp_path: Path) -> None:
+    fx_log, fy_log = tmp_path / "fx.jsonl", tmp_path / "fy.jsonl"
+    servers = {
+        "fx": fixture_server("--name", "fx", "--tools", "echo,hang", "--log", str(fx_log), tool_timeout_sec=scaled(60)),
+        "fy": fixture_server("--name", "fy", "--tools", "echo,hang", "--log", str(fy_log), tool_timeout_sec=scaled(2)),
+    }
+    pad = "p" * 300_000  # every line below is a large one: read from its bytes, the pad forwarded unread
+
+    def ended(log: Path) -> int:
+        return sum(e["event"] == "call_ended" for e in read_log(log))
+
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(write_settings(tmp_path, servers)) as host:
+            await host.wait_tools(lambda names: {"mcp__fx__hang", "mcp__fy__hang"} <= set(names))
+            assert text_of(await host.call("mcp__fx__echo", {"text": "fx" + pad})) == "fx" + pad
+            assert text_of(await host.call("mcp__fy__echo", {"text": "fy" + pad})) == "fy" + pad
+            with trio.move_on_after(scaled(1.0)):  # the host gives up on its call
+                await host.session.call_tool("mcp__fx__hang", {"pad": pad})
+            await wait_until(lambda: ended(fx_log) == 1, what="the cancelled call to end upstream")
+            timed_out = await host.session.call_tool("mcp__fy__hang", {"pad": pad})  # tool_timeout_sec = 2
+            assert timed_out.is_error
+            assert "tool_timeout_sec" in text_of(timed_out)
+            await wait_until(lambda: ended(fy_log) == 1, what="the timed-out call to end upstream")
+    for log in (fx_log, fy_log):
+        assert [_spliced(i) for i in _call_ids(log, "echo") + _call_ids(log, "hang")] == [True, True], log
 
 
 def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
