@@ -126,6 +126,12 @@ class LineBuffer:
 
     ``scanned_bytes`` counts the bytes every search examined, so a test can
     prove the framing linear without timing it.
+
+    A ``bytes`` chunk fed while nothing is held is kept as it is, and its lines
+    are cut straight out of it: a 1 MB line that arrives in one read is copied
+    once (into the line), not twice (into the buffer, then out). Only an
+    unfinished line left at its end moves into the ``bytearray``.
+    ``copied_bytes`` counts what was appended to the ``bytearray``.
     """
 
     def __init__(self, max_line_bytes: int | None = None) -> None:
@@ -135,12 +141,16 @@ class LineBuffer:
         self._searched_to = 0
         """Bytes of ``_data`` before this offset are known to hold no newline after ``_line_start``."""
         self._max_line_bytes = max_line_bytes
+        self._held = b""
+        """A chunk fed while nothing was held, kept as is; lines are cut out of it from ``_held_start``."""
+        self._held_start = 0
         self.overlong = False
         self.scanned_bytes = 0
+        self.copied_bytes = 0
 
     def __len__(self) -> int:
         """Bytes held and not yet returned as a line."""
-        return len(self._data) - self._line_start
+        return len(self._data) - self._line_start + len(self._held) - self._held_start
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> None:
         """Append ``chunk``; call ``next_line`` until it returns None before feeding again."""
@@ -150,12 +160,24 @@ class LineBuffer:
             del self._data[: self._line_start]
             self._searched_to -= self._line_start
             self._line_start = 0
+        if self._held:  # lines were left in it (``next_line`` was not called until None): buffer them
+            self._append(memoryview(self._held)[self._held_start :])
+            self._held, self._held_start = b"", 0
+        if not self._data and type(chunk) is bytes:
+            self._held = chunk
+            return
+        self._append(chunk)
+
+    def _append(self, chunk: bytes | bytearray | memoryview) -> None:
         self._data += chunk
+        self.copied_bytes += len(chunk)
 
     def next_line(self) -> bytes | None:
         """The next complete line without its ``\\n`` (or ``\\r\\n``), or None until more is fed."""
         if self.overlong:
             return None
+        if self._held:
+            return self._next_held_line()
         end = self._data.find(b"\n", self._searched_to)
         self.scanned_bytes += (len(self._data) if end < 0 else end + 1) - self._searched_to
         if end < 0:
@@ -169,6 +191,25 @@ class LineBuffer:
             line = bytes(view[self._line_start : stop])
         self._line_start = self._searched_to = end + 1
         return line
+
+    def _next_held_line(self) -> bytes | None:
+        """``next_line`` from the held chunk; its unfinished tail, searched already, moves into the buffer."""
+        held, start = self._held, self._held_start
+        end = held.find(b"\n", start)
+        self.scanned_bytes += (len(held) if end < 0 else end + 1) - start
+        if end < 0:
+            self._held, self._held_start = b"", 0
+            self._append(memoryview(held)[start:])  # the buffer was empty: the tail is all it holds
+            self._searched_to = len(self._data)
+            self._check_cap(len(self._data))
+            return None
+        if self._max_line_bytes is not None and end - start > self._max_line_bytes:
+            self._held, self._held_start = b"", 0
+            self._check_cap(end - start)  # over the cap: gives up on the stream
+            return None
+        self._held_start = end + 1
+        stop = end - 1 if end > start and held[end - 1] == 0x0D else end
+        return held[start:stop]
 
     def _check_cap(self, line_end: int) -> bool:
         """Whether the line from ``_line_start`` to ``line_end`` passes the cap; if so, give up on the stream."""

@@ -93,3 +93,34 @@ def test_lines_of_every_length_mixed_across_chunks_are_each_searched_once() -> N
     lines = _feed_all(buffer, [payload[i : i + CHUNK] for i in range(0, len(payload), CHUNK)])
     assert lines == payload.split(b"\n")[:-1]
     assert buffer.scanned_bytes == len(payload)
+
+
+def test_whole_lines_fed_to_an_empty_buffer_are_cut_from_the_chunk_and_never_copied_into_the_buffer() -> None:
+    buffer = LineBuffer()
+    assert _feed_all(buffer, [b"a\nbb\r\n" + b"c" * MIB + b"\n"]) == [b"a", b"bb", b"c" * MIB]
+    assert buffer.copied_bytes == 0
+    assert len(buffer) == 0
+
+
+def test_only_the_unfinished_tail_of_a_chunk_is_copied_into_the_buffer_and_searched_once() -> None:
+    buffer = LineBuffer()
+    assert _feed_all(buffer, [b"a\nbb", b"b\nc", b"c\n"]) == [b"a", b"bbb", b"cc"]
+    assert buffer.copied_bytes == len(b"bb" + b"b\nc" + b"c\n"), "a chunk fed to a non-empty buffer is appended"
+    assert buffer.scanned_bytes == len(b"a\nbbb\ncc\n")
+
+
+def test_a_chunk_fed_before_every_line_was_taken_keeps_the_order() -> None:
+    buffer = LineBuffer()
+    buffer.feed(b"a\nb\n")
+    assert buffer.next_line() == b"a"
+    buffer.feed(b"c\n")
+    assert _drain(buffer) == [b"b", b"c"]
+
+
+def test_the_cap_trips_on_a_line_cut_from_a_chunk_as_on_a_buffered_one() -> None:
+    buffer = LineBuffer(max_line_bytes=10)
+    buffer.feed(b"x" * 10 + b"\n" + b"y" * 11 + b"\n" + b"z\n")
+    assert buffer.next_line() == b"x" * 10
+    assert buffer.next_line() is None
+    assert buffer.overlong
+    assert len(buffer) == 0
