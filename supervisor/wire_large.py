@@ -8,10 +8,11 @@ joined once from a few new small pieces and the original bytes of everything
 else (``request_line``, ``answer_line``): no ``decode``/``encode`` of the line,
 no ``json.loads``/``json.dumps`` of the large member, one copy into the output.
 
-Copies of a 1 MB member per direction: the pipe read, the line buffer's
-append and its copy out (``_frames.LineBuffer``), the join here, the pipe
-write. The scan itself is two ``bytes.translate``/``bytes.find`` passes over
-the line and copies nothing large.
+Copies of a 1 MB member per direction: the pipe read; the line cut out of the
+chunk read (``_frames.LineBuffer``); the string ``pydantic_core.from_json``
+builds while it proves the line well-formed (dropped at once); the join here;
+the pipe write. Passes that copy nothing: the line buffer's newline search and
+the scan's ``bytes.find`` of the string's closing quote and of a backslash.
 
 A line the scan cannot prove (``Unproven``) is decoded whole and carried like a
 small message (``load`` returns None and the caller falls back), so what is
