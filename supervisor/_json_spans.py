@@ -88,7 +88,7 @@ _PLACEHOLDERS: Final = {_OPEN_OBJECT: OpaqueObject, _OPEN_ARRAY: OpaqueArray, _Q
 
 
 class _Scanner:
-    """One scan of one line: the bytes, what the whole-line check found, and the steps taken so far."""
+    """One scan of one line: the bytes, proven well-formed strings at once, and the steps taken so far."""
 
     __slots__ = ("_ascii", "_mark", "_text", "buf", "steps")
 
@@ -114,7 +114,7 @@ class _Scanner:
             raise Unproven("too many tokens")
 
     def spaces(self, index: int) -> int:
-        """Past the spaces at ``index`` (the only whitespace a line without control bytes can hold)."""
+        """Past the spaces at ``index`` (other whitespace, which compact encoders never write, is unproven)."""
         if self.buf[index : index + 1] != b" ":
             return index
         match = _SPACES.match(self.buf, index)
