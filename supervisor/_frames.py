@@ -22,6 +22,7 @@ to the one task that reads its stream.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import select
@@ -97,6 +98,37 @@ class DirectWrite:
             raise RuntimeError(f"a pipe took {written} of {len(line)} bytes of an atomic write")
         self.written += 1
         return True
+
+
+async def receive_chunk(stream: trio.abc.ReceiveStream, max_bytes: int) -> bytes | bytearray:
+    """The next chunk of ``stream`` (``b""`` at EOF): one scheduler pass per wake-up, not two.
+
+    ``FdStream.receive_some`` yields once at its start, then reads, and parks if the
+    read found nothing: a pump that calls it right after handling a chunk pays a
+    scheduler pass, a failed ``read`` and the park's pass for every chunk. A pump
+    has just yielded by parking, so this parks first (``wait_readable``, which is
+    also its checkpoint) and reads once the pipe is readable; a busy pipe is then
+    drained at one epoll report per chunk. Any other stream: its own ``receive_some``.
+
+    Raises:
+        trio.ClosedResourceError: The stream was closed (by us).
+        trio.BrokenResourceError: The read failed.
+    """
+    if not isinstance(stream, trio.lowlevel.FdStream):
+        return await stream.receive_some(max_bytes)
+    fd = stream.fileno()
+    if fd < 0:
+        raise trio.ClosedResourceError("file was already closed")
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            return os.read(fd, max_bytes)
+        except BlockingIOError:
+            continue  # a spurious report: park again
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("file was already closed") from None
+            raise trio.BrokenResourceError from exc
 
 
 def widen_pipe(pipe: object) -> None:

@@ -30,7 +30,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from supervisor._frames import DirectWrite, LineBuffer, encode_batch, widen_pipe
+from supervisor._frames import DirectWrite, LineBuffer, encode_batch, receive_chunk, widen_pipe
 
 __all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
 
@@ -59,7 +59,7 @@ async def _pump_wire_to_stream(
     async with out:
         while True:
             try:
-                chunk = await wire.receive_some(_READ_CHUNK_BYTES)
+                chunk = await receive_chunk(wire, _READ_CHUNK_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             if not chunk:

@@ -49,7 +49,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from supervisor._compat import TransportStreams
-from supervisor._frames import LineBuffer, encode_batch, widen_pipe
+from supervisor._frames import LineBuffer, encode_batch, receive_chunk, widen_pipe
 from supervisor._proc import terminate_group
 from supervisor._values import MASK
 from supervisor.settings import ServerSettings
@@ -207,7 +207,7 @@ async def open_stdio_transport(
         garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
         lines = LineBuffer(max_line_bytes=_MAX_LINE_BYTES)
         async with to_session:
-            while chunk := await proc.stdout.receive_some(_READ_CHUNK_BYTES):
+            while chunk := await receive_chunk(proc.stdout, _READ_CHUNK_BYTES):
                 lines.feed(chunk)
                 while (line := lines.next_line()) is not None:
                     if not line.strip():
