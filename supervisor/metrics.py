@@ -80,12 +80,20 @@ class Metrics:
             registry=r,
         )
         r.register(_ScrapeTimeCollector(statuses, catalog_size))
+        self._call_children: dict[tuple[str, CallOutcome], tuple[Counter, Histogram]] = {}
+        """``(calls, latency)`` children per ``(server, outcome)``: ``labels()`` costs more than the update."""
 
     # -- hooks (synchronous, never raise) -------------------------------------------------
 
     def call_finished(self, server: str, outcome: CallOutcome, seconds: float) -> None:
-        self._calls.labels(server, outcome).inc()
-        self._latency.labels(server).observe(seconds)
+        children = self._call_children.get((server, outcome))
+        if children is None:  # children are never removed, so the first lookup holds for good
+            children = self._call_children[server, outcome] = (
+                self._calls.labels(server, outcome),
+                self._latency.labels(server),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def sync_finished(self, server: str, reason: str, ok: bool) -> None:
         self._syncs.labels(server, reason, "ok" if ok else "failed").inc()

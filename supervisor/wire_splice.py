@@ -81,9 +81,13 @@ _BIG_LINE_BYTES: Final = 64 * 1024
 """From this size on, a message's large member is copied as text instead of decoded and encoded again."""
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees)."""
+
+
 def frame(message: Mapping[str, Any]) -> bytes:
     """One JSON-RPC message as one line."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return _encode(message).encode() + b"\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +168,8 @@ class UpstreamSplice:
         self.timeout_sec = timeout_sec
         self._stdin: MemoryObjectSendStream[Any] | None = None
         self._envelope: dict[str, Any] | None = None
+        self._envelope_tail = ""
+        """``,"_meta":<envelope>}}`` and the line's end: the part of every small request line that never changes."""
         self._pending: dict[str, SplicedCall] = {}
         self._order: deque[SplicedCall] = deque()
         self._wake = trio.Event()
@@ -180,6 +186,7 @@ class UpstreamSplice:
     def set_envelope(self, envelope: dict[str, Any]) -> None:
         """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
         self._envelope = envelope
+        self._envelope_tail = ',"_meta":' + _encode(envelope) + "}}\n"
 
     @property
     def ready(self) -> bool:
@@ -200,11 +207,10 @@ class UpstreamSplice:
                 f'{{"name":{json.dumps(raw_name)},"arguments":{arguments_text},"_meta":{json.dumps(self._envelope)}}}'
             )
             line = (json.dumps(head)[:-1] + ',"params":' + params_text + "}\n").encode()
-        else:
-            params: dict[str, Any] = {"name": raw_name, "_meta": self._envelope}
-            if arguments is not None:
-                params["arguments"] = arguments
-            line = frame({"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call", "params": params})
+        else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
+            start = '{"jsonrpc":"2.0","id":"' + call.upstream_id + '","method":"tools/call","params":{"name":'
+            body = _encode(raw_name) if arguments is None else _encode(raw_name) + ',"arguments":' + _encode(arguments)
+            line = (start + body + self._envelope_tail).encode()
         if not self.direct.try_write(line):
             try:
                 self._stdin.send_nowait(line)
@@ -432,7 +438,7 @@ class HostSplice:
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
         if self._stamp is None:
             self._stamp = self.front.server.server_info_stamp
-        return restamp(result, dict(self._stamp))
+        return restamp(result, self._stamp)  # shared, not copied: the result is encoded at once and dropped
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
