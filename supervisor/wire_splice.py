@@ -47,6 +47,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
@@ -211,7 +212,9 @@ class UpstreamSplice:
             start = '{"jsonrpc":"2.0","id":"' + call.upstream_id + '","method":"tools/call","params":{"name":'
             body = _encode(raw_name) if arguments is None else _encode(raw_name) + ',"arguments":' + _encode(arguments)
             line = (start + body + self._envelope_tail).encode()
-        if not self.direct.try_write(line):
+        if self.direct.try_write(line):
+            call.host.batched(self.direct)
+        else:
             try:
                 self._stdin.send_nowait(line)
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -335,14 +338,31 @@ class HostSplice:
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _stamp: dict[str, Any] | None = None
     _wire_stuck: bool = False
+    _batched: list[DirectWrite] = field(default_factory=list)
+    """Upstream stdins holding request lines from the chunk ``on_line`` is in (``flush_requests`` writes them)."""
     direct: DirectWrite = field(default_factory=DirectWrite)
-    """Bound to the host wire by the stdio link (``open_stdio_wire``)."""
+    """Bound to the host wire by the stdio link (``open_stdio_wire``); upstream pumps ``flush`` it per chunk."""
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
         if self._out is not None:
             self._out.close()
         self._out = out
+
+    def batched(self, direct: DirectWrite) -> None:
+        """``direct`` (an upstream's stdin) holds a request from the current host chunk."""
+        if direct not in self._batched:  # as many as the chunk's calls reach upstreams: a short list
+            self._batched.append(direct)
+
+    def flush_requests(self) -> None:
+        """The host reader's hook after each chunk: write the requests batched per upstream, one syscall each."""
+        for direct in self._batched:
+            direct.flush()
+        self._batched.clear()
+
+    def flush(self) -> None:
+        """An upstream pump's hook after each chunk: write the answers batched for this host in one syscall."""
+        self.direct.flush()
 
     def on_line(self, line: bytes) -> bool:
         """Take ``line`` off the host wire if the splice carries it (True); else the SDK gets it (False)."""
@@ -448,8 +468,10 @@ class HostSplice:
         """Write the framed ``line`` to the host as the answer to ``call`` (unless the host cancelled it)."""
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
+        if self._out is not None and self.direct.try_write(line, partial(self._finish, call, outcome)):
+            return  # batched: written (then finished) by the pump's flush, or first by the woken writer
         try:
-            if self._out is not None and not self.direct.try_write(line):
+            if self._out is not None:
                 try:
                     # A host that reads slowly slows this upstream's replies, as on the general path;
                     # nothing is dropped for being slow.
@@ -476,6 +498,7 @@ class HostSplice:
             self.front.note_call_failure(call.tool, kind, text)
         result = {"content": [{"type": "text", "text": text}], "isError": True}
         await self.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": self.restamp(result)})
+        self.flush()  # the deadline task and the transport's watcher are not pumps: nobody else flushes for them
 
     def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
         self.tracker.settle(call.host_id)
