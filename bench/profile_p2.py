@@ -23,7 +23,7 @@ import trio
 from bench.call_path import CONCURRENCY, _argv, _warm_up
 from bench.harness import cpu_sec, open_host, reap_marked
 
-RATE_HZ: Final = 200
+RATE_HZ: Final = 997
 INTEREST: Final = {
     "pydantic validate (any)": ("validate_python", "validate_json", "model_validate"),
     "pydantic dump (any)": ("model_dump", "dump_json", "to_jsonable"),
@@ -65,7 +65,7 @@ async def _main(seconds: float, out: Path, text_bytes: int, concurrency: int) ->
                     calls_before, cpu_before = calls, cpu_sec(pid)
                     spy = await trio.run_process(
                         [py_spy, "record", "--pid", str(pid), "--rate", str(RATE_HZ), "--duration", str(int(seconds)),
-                         "--format", "raw", "--output", str(out), "--nonblocking"],
+                         "--format", "raw", "--output", str(out), "--nonblocking", "--gil"],
                         capture_stdout=True, capture_stderr=True, check=False,
                     )  # fmt: skip
                     calls_window, cpu_window = calls - calls_before, cpu_sec(pid) - cpu_before

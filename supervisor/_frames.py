@@ -11,9 +11,13 @@ into one buffer, so a burst of answers costs one ``write`` instead of one per
 message. A ``bytes`` item is a line framed already (the wire splice's). It
 never waits: it only takes what ``receive_nowait`` hands over.
 
-``DirectWrite`` lets a task that is not the writer put a short line straight
-on a pipe while the writer task is parked with nothing queued, which saves the
-two task switches of handing it over (the wire splice's answers and requests).
+``DirectWrite`` lets a task that is not the writer put lines straight on a
+pipe while the writer task is parked with nothing queued, which saves the two
+task switches of handing each over (the wire splice's answers and requests);
+the lines a pump produces from one chunk it reads are written in one syscall.
+
+``PipeReader`` is the pumps' read: it parks first and reads once the pipe is
+readable, one scheduler pass per chunk, into one reused buffer.
 
 Nothing here awaits, so under trio each call is atomic; a ``LineBuffer`` belongs
 to the one task that reads its stream.
@@ -22,20 +26,27 @@ to the one task that reads its stream.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import logging
+import mmap
 import os
-import select
 import stat
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 import anyio
 import trio
 from mcp.shared.message import SessionMessage
 
+logger = logging.getLogger(__name__)
+
 PIPE_BYTES: Final = 1 << 20
 """Capacity ``widen_pipe`` asks for (Linux ``F_SETPIPE_SZ``; the default 64 KiB splits a 1 MB message in 16)."""
 MAX_BATCH_MESSAGES: Final = 256
 """Bound on one batch, so a flood of small messages still yields to the writer."""
+MAX_DIRECT_BYTES: Final = 64 * 1024
+"""Lines from this size on always go through the writer task (the wire splice's large-message path)."""
 
 
 class _NowaitSource(Protocol):
@@ -61,42 +72,140 @@ def encode_batch(first: SessionMessage | bytes, source: _NowaitSource) -> bytes:
 
 
 class DirectWrite:
-    """Write a framed line straight to a pipe when its writer task is idle: no task switch, same order.
+    """Collect framed lines for a pipe while its writer task is idle, and write them in one syscall.
 
     ``bind`` names the pipe's fd and the memory stream its writer task drains.
-    ``try_write`` writes only while that task is parked in ``receive`` (so the
-    stream is empty and the task is not writing) and only a line of at most
-    ``PIPE_BUF`` bytes, which a non-blocking pipe takes whole or not at all.
-    Otherwise (or on any error, which the writer task will meet and report) it
-    returns False and the caller queues the line as usual.
+    ``try_write`` accepts a line (True) only while that task is parked in
+    ``receive`` (so nothing is queued and nothing is being written) and only a
+    line shorter than ``MAX_DIRECT_BYTES``; otherwise it returns False and the
+    caller queues the line as usual, behind whatever the writer holds.
+
+    Accepted lines wait in a batch that precedes everything queued after them:
+    ``flush`` (the pump's hook at the end of each chunk, and before it awaits)
+    writes the batch with one ``os.write`` while the writer is still parked and
+    hands what the pipe did not take to the writer, which is parked on an empty
+    queue, so the hand-over cannot fail and nothing can be written in between.
+    If the writer was woken meanwhile (something was queued behind the batch),
+    ``take`` gives it the batch to write first; it also takes what is left when
+    its stream closes. So a line is never torn, reordered or lost, and the
+    ``then`` callbacks of ``try_write`` run once their line is written or
+    handed over, in order.
     """
 
     def __init__(self) -> None:
         self._fd: int | None = None
         self._stream: Any = None
+        self._batch: list[bytes] = []
+        self._then: list[Callable[[], None]] = []
         self.written = 0
-        """Lines written directly (tests read it)."""
+        """Lines accepted and flushed by ``flush`` (tests read it)."""
+        self.writes = 0
+        """``os.write`` calls made by ``flush`` (tests read it)."""
 
     def bind(self, fd: int, stream: Any) -> None:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):  # a file or a socket may take part of a line
             self._fd, self._stream = fd, stream
 
     def unbind(self) -> None:
+        """Write nothing more directly; a batch still held is left for the writer's ``take``."""
         self._fd = self._stream = None
 
-    def try_write(self, line: bytes) -> bool:
-        if self._fd is None or len(line) > select.PIPE_BUF:
+    @property
+    def pending(self) -> bool:
+        return bool(self._batch)
+
+    def try_write(self, line: bytes, then: Callable[[], None] | None = None) -> bool:
+        """Accept ``line`` into the batch (True), or refuse it (False: queue it instead)."""
+        if self._fd is None or len(line) >= MAX_DIRECT_BYTES:
             return False
         if self._stream.statistics().tasks_waiting_receive == 0:
-            return False  # the writer is busy or has lines queued: keep the order
-        try:
-            written = os.write(self._fd, line)
-        except OSError:
-            return False
-        if written != len(line):  # cannot happen on a pipe for <= PIPE_BUF bytes; never send a torn line
-            raise RuntimeError(f"a pipe took {written} of {len(line)} bytes of an atomic write")
-        self.written += 1
+            return False  # the writer is busy or was handed something: queue behind it
+        self._batch.append(line)
+        if then is not None:
+            self._then.append(then)
         return True
+
+    def flush(self) -> None:
+        """Write the batch now if the writer is still parked; else leave it for the writer's ``take``."""
+        if not self._batch or self._fd is None or self._stream.statistics().tasks_waiting_receive == 0:
+            return
+        data = self._batch[0] if len(self._batch) == 1 else b"".join(self._batch)
+        try:
+            written = os.write(self._fd, data)
+        except OSError:  # full (EAGAIN) or broken: the writer writes it, or meets the error and reports it
+            written = 0
+        else:
+            self.writes += 1
+        if written < len(data):
+            try:
+                self._stream.send_nowait(data[written:])  # parked on an empty queue: taken at once, first
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                # Only when the writer is being cancelled or the wire closed: it would never write it.
+                logger.debug("%d bytes for a closing pipe dropped", len(data) - written)
+        self.written += len(self._batch)
+        self._done()
+
+    def take(self) -> bytes:
+        """The batch, for the writer task to write before anything it was handed (``b""`` if none)."""
+        if not self._batch:
+            return b""
+        data = b"".join(self._batch)
+        self._done()
+        return data
+
+    def _done(self) -> None:
+        self._batch.clear()
+        then, self._then = self._then, []
+        for callback in then:
+            callback()
+
+
+class PipeReader:
+    """A pump's reads from one pipe: one scheduler pass per chunk, and no allocation per read.
+
+    ``FdStream.receive_some`` yields once at its start, then reads, and parks only
+    after a read found nothing: a pump that calls it right after handling a chunk
+    pays a scheduler pass, a failed ``read`` and the park's pass per chunk, and
+    every ``read`` allocates a ``max_bytes`` buffer (1 MiB here: an ``mmap``, a
+    ``mremap`` and a ``munmap`` per read once glibc serves it from fresh pages).
+    A pump has just yielded by parking, so ``receive`` parks first
+    (``wait_readable``, which is also its checkpoint), then reads into one
+    anonymous mapping reused for every read (pages are only touched by the bytes
+    read). Any other stream: its own ``receive_some``.
+    """
+
+    def __init__(self, stream: trio.abc.ReceiveStream, max_bytes: int) -> None:
+        self._stream = stream
+        self._max_bytes = max_bytes
+        self._buffer: mmap.mmap | None = None
+        if isinstance(stream, trio.lowlevel.FdStream):
+            self._buffer = mmap.mmap(-1, max_bytes)
+            self._view = memoryview(self._buffer)
+
+    async def receive(self) -> bytes | bytearray | memoryview:
+        """The next chunk (empty at EOF); a view into the reused buffer, valid until the next call.
+
+        Raises:
+            trio.ClosedResourceError: The stream was closed (by us).
+            trio.BrokenResourceError: The read failed.
+        """
+        if self._buffer is None:
+            return await self._stream.receive_some(self._max_bytes)
+        assert isinstance(self._stream, trio.lowlevel.FdStream)
+        fd = self._stream.fileno()
+        if fd < 0:
+            raise trio.ClosedResourceError("file was already closed")
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                count = os.readv(fd, (self._buffer,))
+            except BlockingIOError:
+                continue  # a spurious report: park again
+            except OSError as exc:
+                if exc.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("file was already closed") from None
+                raise trio.BrokenResourceError from exc
+            return self._view[:count]
 
 
 def widen_pipe(pipe: object) -> None:

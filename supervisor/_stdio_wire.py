@@ -19,6 +19,7 @@ restored on exit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -30,7 +31,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from supervisor._frames import DirectWrite, LineBuffer, encode_batch, widen_pipe
+from supervisor._frames import DirectWrite, LineBuffer, PipeReader, encode_batch, widen_pipe
 
 __all__ = ["ReadStream", "WriteStream", "open_stdio_wire"]
 
@@ -41,6 +42,8 @@ WriteStream = MemoryObjectSendStream[SessionMessage]
 
 Intercept = Callable[[bytes], bool]
 """Sees each incoming line first, synchronously; True takes it off the wire (``wire_splice``)."""
+Flush = Callable[[], None]
+"""Writes what ``Intercept`` batched (``wire_splice``): called after each chunk, and before the reader awaits."""
 
 _DRAIN_GRACE_SEC = 5.0
 _READ_CHUNK_BYTES = 1 << 20  # a large request in a few wake-ups
@@ -50,16 +53,20 @@ async def _pump_wire_to_stream(
     wire: trio.lowlevel.FdStream,
     out: MemoryObjectSendStream[SessionMessage | Exception],
     intercept: Intercept | None = None,
+    flush: Flush | None = None,
 ) -> None:
     """Split the wire into lines and deliver each as a parsed message (or its parse error).
 
-    A line ``intercept`` takes (returns True for) is not parsed or delivered.
+    A line ``intercept`` takes (returns True for) is not parsed or delivered;
+    ``flush`` runs once the chunk's lines are handled and before each wait for
+    the server, so what ``intercept`` batched never waits on anything.
     """
     lines = LineBuffer()  # no cap: the host is the party this process serves
+    reader = PipeReader(wire, _READ_CHUNK_BYTES)
     async with out:
         while True:
             try:
-                chunk = await wire.receive_some(_READ_CHUNK_BYTES)
+                chunk = await reader.receive()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             if not chunk:
@@ -73,31 +80,49 @@ async def _pump_wire_to_stream(
                     item = SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
                 except Exception as exc:  # a parse error travels to the server as a value
                     item = exc
+                if flush is not None:
+                    flush()
                 try:
                     await out.send(item)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     return
+            if flush is not None:
+                flush()
 
 
 async def _pump_stream_to_wire(
-    source: MemoryObjectReceiveStream[SessionMessage], wire: trio.lowlevel.FdStream, drained: trio.Event
+    source: MemoryObjectReceiveStream[SessionMessage],
+    wire: trio.lowlevel.FdStream,
+    drained: trio.Event,
+    direct: DirectWrite | None = None,
 ) -> None:
-    """Write each outgoing message as one JSON line; set `drained` when the source closes."""
+    """Write each outgoing message as one JSON line; set `drained` when the source closes.
+
+    ``direct``'s batch, if any, goes first: it was accepted before whatever woke this task.
+    """
     try:
         async with source:
             async for message in source:
+                data = encode_batch(message, source)
+                if direct is not None and direct.pending:
+                    data = direct.take() + data
                 try:
-                    await wire.send_all(encode_batch(message, source))
+                    await wire.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     logger.debug("stdio wire closed by peer; dropping outgoing messages")
                     return
+            if direct is not None and (rest := direct.take()):
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await wire.send_all(rest)
     finally:
+        if direct is not None:
+            direct.take()  # what could not be written is dropped, as queued messages are
         drained.set()
 
 
 @asynccontextmanager
 async def open_stdio_wire(
-    intercept: Intercept | None = None, direct: DirectWrite | None = None
+    intercept: Intercept | None = None, direct: DirectWrite | None = None, flush: Flush | None = None
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP frames over this process's stdin/stdout, cancellably.
 
@@ -106,7 +131,9 @@ async def open_stdio_wire(
             (returns True for) never reaches ``read``. ``write`` also accepts
             ``bytes``: a line framed already.
         direct: Bound to the wire while it is open, so short lines can bypass
-            the writer task when it is idle.
+            the writer task when it is idle; the writer writes its batch first.
+        flush: Called by the reader after each chunk and before it waits for
+            the server (``intercept``'s batched writes).
 
     Yields:
         `(read, write)`: `read` yields each incoming `SessionMessage` (or the
@@ -128,8 +155,8 @@ async def open_stdio_wire(
     drained = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send, intercept)
-            nursery.start_soon(_pump_stream_to_wire, write_recv, wire_out, drained)
+            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send, intercept, flush)
+            nursery.start_soon(_pump_stream_to_wire, write_recv, wire_out, drained, direct)
             if direct is not None:
                 direct.bind(wire_out.fileno(), write_send)
             try:

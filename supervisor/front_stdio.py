@@ -125,10 +125,10 @@ class StdioHostLink:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve the host until it hangs up or ``close``; either way, set the stop event."""
-        front = self._front
+        front, splice = self._front, self.splice
         try:
             async with (
-                open_stdio_wire(self.splice.on_line, self.splice.direct) as (wire_read, wire_write),
+                open_stdio_wire(splice.on_line, splice.direct, splice.flush_requests) as (wire_read, wire_write),
                 trio.open_nursery() as relay_nursery,
             ):
                 self.splice.attach(wire_write.clone())

@@ -49,13 +49,13 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from supervisor._compat import TransportStreams
-from supervisor._frames import LineBuffer, encode_batch, widen_pipe
+from supervisor._frames import LineBuffer, PipeReader, encode_batch, widen_pipe
 from supervisor._proc import terminate_group
 from supervisor._values import MASK
 from supervisor.settings import ServerSettings
 
 if TYPE_CHECKING:
-    from supervisor.wire_splice import UpstreamSplice
+    from supervisor.wire_splice import HostSplice, UpstreamSplice
 
 logger = logging.getLogger(__name__)
 
@@ -206,15 +206,27 @@ async def open_stdio_transport(
         assert proc.stdout is not None
         garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
         lines = LineBuffer(max_line_bytes=_MAX_LINE_BYTES)
+        answered: list[HostSplice] = []
+        """Hosts the chunk's spliced answers went to: their batched lines are written in one go (``flush``)."""
+
+        def flush() -> None:
+            for host in answered:
+                host.flush()
+            answered.clear()
+
         async with to_session:
-            while chunk := await proc.stdout.receive_some(_READ_CHUNK_BYTES):
+            reader = PipeReader(proc.stdout, _READ_CHUNK_BYTES)
+            while chunk := await reader.receive():
                 lines.feed(chunk)
                 while (line := lines.next_line()) is not None:
                     if not line.strip():
                         continue
                     if splice is not None and splice.expecting and (claimed := splice.claim(line)) is not None:
+                        if claimed[0].host not in answered:  # one host in practice: a short list
+                            answered.append(claimed[0].host)
                         await splice.deliver(*claimed)
                         continue
+                    flush()  # before waiting on the session
                     if len(line) >= _SCREEN_LINES_FROM_BYTES:
                         line = screen_oversized_listing(line, settings.max_tools)
                     try:
@@ -227,6 +239,7 @@ async def open_stdio_transport(
                         await to_session.send(SessionMessage(message))
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return
+                flush()
                 if lines.overlong:
                     health.mark_lost(f"stdout line longer than {_MAX_LINE_BYTES} bytes")
                     return
@@ -234,12 +247,21 @@ async def open_stdio_transport(
 
     async def pump_stdin() -> None:
         assert proc.stdin is not None
+        direct = splice.direct if splice is not None else None
         async with from_session:
             try:
                 async for session_message in from_session:
-                    await proc.stdin.send_all(encode_batch(session_message, from_session))
+                    data = encode_batch(session_message, from_session)
+                    if direct is not None and direct.pending:
+                        data = direct.take() + data  # the splice's batch was accepted before this woke us
+                    await proc.stdin.send_all(data)
+                if direct is not None and (rest := direct.take()):
+                    await proc.stdin.send_all(rest)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 health.mark_lost("stdin closed")
+            finally:
+                if direct is not None:
+                    direct.take()  # requests the child never got: fail_all answers their calls
 
     async def pump_stderr() -> None:
         assert proc.stderr is not None

@@ -47,6 +47,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
@@ -82,9 +83,13 @@ _BIG_LINE_BYTES: Final = 64 * 1024
 """From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees)."""
+
+
 def frame(message: Mapping[str, Any]) -> bytes:
     """One JSON-RPC message as one line."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return _encode(message).encode() + b"\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +176,8 @@ class UpstreamSplice:
         self.timeout_sec = timeout_sec
         self._stdin: MemoryObjectSendStream[Any] | None = None
         self._envelope: dict[str, Any] | None = None
+        self._envelope_tail = ""
+        """``,"_meta":<envelope>}}`` and the line's end: the part of every small request line that never changes."""
         self._pending: dict[str, SplicedCall] = {}
         self._order: deque[SplicedCall] = deque()
         self._wake = trio.Event()
@@ -187,6 +194,7 @@ class UpstreamSplice:
     def set_envelope(self, envelope: dict[str, Any]) -> None:
         """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
         self._envelope = envelope
+        self._envelope_tail = ',"_meta":' + _encode(envelope) + "}}\n"
 
     @property
     def ready(self) -> bool:
@@ -207,12 +215,13 @@ class UpstreamSplice:
             return False
         if arguments_text is not None:
             line = wire_large.request_line(call.upstream_id, raw_name, arguments_text, self._envelope)
+        else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
+            start = '{"jsonrpc":"2.0","id":"' + call.upstream_id + '","method":"tools/call","params":{"name":'
+            body = _encode(raw_name) if arguments is None else _encode(raw_name) + ',"arguments":' + _encode(arguments)
+            line = (start + body + self._envelope_tail).encode()
+        if self.direct.try_write(line):
+            call.host.batched(self.direct)
         else:
-            params: dict[str, Any] = {"name": raw_name, "_meta": self._envelope}
-            if arguments is not None:
-                params["arguments"] = arguments
-            line = frame({"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call", "params": params})
-        if not self.direct.try_write(line):
             try:
                 self._stdin.send_nowait(line)
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -335,14 +344,31 @@ class HostSplice:
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _stamp: dict[str, Any] | None = None
     _wire_stuck: bool = False
+    _batched: list[DirectWrite] = field(default_factory=list)
+    """Upstream stdins holding request lines from the chunk ``on_line`` is in (``flush_requests`` writes them)."""
     direct: DirectWrite = field(default_factory=DirectWrite)
-    """Bound to the host wire by the stdio link (``open_stdio_wire``)."""
+    """Bound to the host wire by the stdio link (``open_stdio_wire``); upstream pumps ``flush`` it per chunk."""
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
         if self._out is not None:
             self._out.close()
         self._out = out
+
+    def batched(self, direct: DirectWrite) -> None:
+        """``direct`` (an upstream's stdin) holds a request from the current host chunk."""
+        if direct not in self._batched:  # as many as the chunk's calls reach upstreams: a short list
+            self._batched.append(direct)
+
+    def flush_requests(self) -> None:
+        """The host reader's hook after each chunk: write the requests batched per upstream, one syscall each."""
+        for direct in self._batched:
+            direct.flush()
+        self._batched.clear()
+
+    def flush(self) -> None:
+        """An upstream pump's hook after each chunk: write the answers batched for this host in one syscall."""
+        self.direct.flush()
 
     def on_line(self, line: bytes) -> bool:
         """Take ``line`` off the host wire if the splice carries it (True); else the SDK gets it (False)."""
@@ -438,7 +464,7 @@ class HostSplice:
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
         if self._stamp is None:
             self._stamp = self.front.server.server_info_stamp
-        return restamp(result, dict(self._stamp))
+        return restamp(result, self._stamp)  # shared, not copied: the result is encoded at once and dropped
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
@@ -448,8 +474,10 @@ class HostSplice:
         """Write the framed ``line`` to the host as the answer to ``call`` (unless the host cancelled it)."""
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
+        if self._out is not None and self.direct.try_write(line, partial(self._finish, call, outcome)):
+            return  # batched: written (then finished) by the pump's flush, or first by the woken writer
         try:
-            if self._out is not None and not self.direct.try_write(line):
+            if self._out is not None:
                 try:
                     # A host that reads slowly slows this upstream's replies, as on the general path;
                     # nothing is dropped for being slow.
@@ -476,6 +504,7 @@ class HostSplice:
             self.front.note_call_failure(call.tool, kind, text)
         result = {"content": [{"type": "text", "text": text}], "isError": True}
         await self.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": self.restamp(result)})
+        self.flush()  # the deadline task and the transport's watcher are not pumps: nobody else flushes for them
 
     def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
         self.tracker.settle(call.host_id)
