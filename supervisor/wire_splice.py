@@ -83,8 +83,11 @@ _BIG_LINE_BYTES: Final = 64 * 1024
 """From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
-"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees)."""
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees).
+
+ASCII output: a string the host or a server sent as an escaped lone surrogate (valid JSON
+text, ``"\\ud800"``) decodes to a ``str`` that UTF-8 cannot encode; escaped again it crosses."""
 
 
 def frame(message: Mapping[str, Any]) -> bytes:

@@ -10,6 +10,8 @@ covered by ``test_fidelity_routing``'s cancellation test (stdio front, 2026 x
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,19 @@ import trio
 from mcp import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
+from supervisor._frames import LineBuffer
 from supervisor.wire_splice import ID_PREFIX, plain_call
-from tests.e2e import fixture_server, open_host, read_log, scaled, text_of, wait_until, write_settings
+from tests.e2e import (
+    fixture_server,
+    open_host,
+    read_log,
+    scaled,
+    sidecar_argv,
+    sidecar_env,
+    text_of,
+    wait_until,
+    write_settings,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -159,6 +172,58 @@ async def test_a_large_call_is_routed_cancelled_and_timed_out_like_a_small_one(t
             await wait_until(lambda: ended(fy_log) == 1, what="the timed-out call to end upstream")
     for log in (fx_log, fy_log):
         assert [_spliced(i) for i in _call_ids(log, "echo") + _call_ids(log, "hang")] == [True, True], log
+
+
+async def test_an_escaped_lone_surrogate_in_a_spliced_call_is_answered_and_the_sidecar_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    # "\ud800" is valid JSON text that decodes to a str UTF-8 cannot encode. Re-encoded
+    # without escapes, it once raised in the host wire's reader and took the sidecar down.
+    config = write_settings(
+        tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", tool_timeout_sec=scaled(2))}
+    )
+    envelope = json.dumps(ENVELOPE)
+    lines = [
+        '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":' + envelope + "}}",
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__fx__echo",'
+        '"arguments":{"text":"\\ud800"},"_meta":' + envelope + "}}",
+        '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__fx__echo",'
+        '"arguments":{"text":"after"},"_meta":' + envelope + "}}",
+    ]
+    answers: dict[int, dict[str, Any]] = {}
+    with trio.fail_after(BOUND_SEC):
+        proc = await trio.lowlevel.open_process(
+            sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sidecar_env()
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        stdout = proc.stdout
+        try:
+            buffer = LineBuffer()
+
+            async def answered(request_id: int) -> None:
+                while request_id not in answers:
+                    chunk = await stdout.receive_some()
+                    assert chunk, f"the sidecar closed its stdout (exit {proc.poll()}); answers so far: {answers}"
+                    buffer.feed(chunk)
+                    while (line := buffer.next_line()) is not None:
+                        message = json.loads(line)
+                        answers[message["id"]] = message
+
+            await proc.stdin.send_all(lines[0].encode() + b"\n")  # the catalog is in: both calls are spliced
+            await answered(1)
+            await proc.stdin.send_all(("\n".join(lines[1:]) + "\n").encode())
+            await answered(3)
+            await answered(2)
+            await proc.stdin.aclose()
+            assert await proc.wait() == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                await proc.wait()
+    assert answers[3]["result"]["content"] == [{"type": "text", "text": "after"}]
+    # The fixture (an SDK server) cannot parse the lone surrogate and never answers: the splice's timeout does.
+    assert answers[2]["result"]["isError"] is True
+    assert "tool_timeout_sec" in answers[2]["result"]["content"][0]["text"]
 
 
 def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
