@@ -17,7 +17,10 @@ Two kinds of fleet, reported side by side:
   spends about a CPU-second importing the SDK, so 50 of them on 2 cores are bounded by
   the children's own start-up, whatever the sidecar does.
 * ``lite``: ``bench.lite_server``, a stdlib-only server that starts in milliseconds, so
-  the ratio shows the sidecar's own scaling.
+  the ratio shows the sidecar's own scaling. It is launched by file path with
+  ``python -S -I`` (no ``site``, no package import: ~15-18 ms of CPU per start against
+  ~35 ms as ``python -m bench.lite_server``; changed in issue 11, so lite figures from
+  before that change paid the slower start 50 times).
 
 Every sidecar is stopped by closing its stdin (it stops its children); leftovers that
 carry the run's marker are killed and reported.
@@ -52,15 +55,18 @@ READY_BOUND_SEC: Final = 180.0
 LISTS: Final = 20
 
 
+LITE_SERVER: Final = REPO_ROOT / "bench" / "lite_server.py"
+
+
+def lite_argv(tools: int) -> list[str]:
+    """Start ``bench.lite_server`` as a stdlib server starts: by file path, without ``site`` (``-S -I``)."""
+    return [sys.executable, "-S", "-I", str(LITE_SERVER), str(tools)]
+
+
 def _config(workdir: Path, servers: int, kind: str, spawn_concurrency: int = 0) -> Path:
     env = {BENCH_MARK_ENV: bench_mark()}
     if kind == "lite":
-        table: dict[str, Any] = {
-            "command": sys.executable,
-            "args": ["-m", "bench.lite_server", str(TOOLS_PER_SERVER)],
-            "cwd": str(REPO_ROOT),
-            "env": env,
-        }
+        table: dict[str, Any] = {"command": sys.executable, "args": lite_argv(TOOLS_PER_SERVER)[1:], "env": env}
     else:
         table = fixture_server("--tools", "echo", "--extra-tools", str(TOOLS_PER_SERVER - 1), env=env)
     return write_settings(
@@ -107,7 +113,7 @@ async def _one(
 
 async def _direct_list_ms(tools: int) -> float:
     """p50 of the same host listing ``tools`` tools straight from one lite server: the host's own cost."""
-    argv = [sys.executable, "-m", "bench.lite_server", str(tools)]
+    argv = lite_argv(tools)
     try:
         async with open_host(argv, mode="auto", env={BENCH_MARK_ENV: bench_mark()}) as host:
             samples: list[float] = []
