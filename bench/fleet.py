@@ -18,9 +18,10 @@ Two kinds of fleet, reported side by side:
   the children's own start-up, whatever the sidecar does.
 * ``lite``: ``bench.lite_server``, a stdlib-only server that starts in milliseconds, so
   the ratio shows the sidecar's own scaling. It is launched by file path with
-  ``python -S -I`` (no ``site``, no package import: ~15-18 ms of CPU per start against
-  ~35 ms as ``python -m bench.lite_server``; changed in issue 11, so lite figures from
-  before that change paid the slower start 50 times).
+  ``python -S -I`` (no ``site``, no package import) and imports only ``sys`` and
+  ``_json``: ~8 ms of CPU per start against ~35 ms as ``python -m bench.lite_server``
+  (changed in issue 11, so lite figures from before that change paid the slower
+  start 50 times).
 
 Before each measured sidecar (and the direct listing) the bench process, which is the
 host, collects and freezes its own heap (``quiet_host_heap``), so the host's garbage
