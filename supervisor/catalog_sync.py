@@ -36,7 +36,7 @@ from mcp.client.caching import CacheMode
 
 from supervisor.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
 from supervisor.errors import UpstreamError
-from supervisor.registry import ALL_KINDS, Definition, DuplicateName, Kind, Registry
+from supervisor.registry import ALL_KINDS, Definition, DuplicateName, Kind, OwnedListing, Registry
 from supervisor.seams import ActorEvents, UpstreamSession
 from supervisor.settings import ServerSettings
 from supervisor.status import ServerStatus
@@ -48,6 +48,12 @@ _P = ParamSpec("_P")
 MAILBOX_SIZE: Final = 16
 CACHED_METHODS: Final[dict[Kind, str]] = {"tools": TOOLS_LIST, "prompts": PROMPTS_LIST}
 """Kinds whose listings a catalog lifetime may serve (I4); resource lists always bypass it (I9)."""
+
+
+def _allowed(tools: Sequence[Definition], settings: ServerSettings) -> Sequence[Definition]:
+    """The tools ``settings`` lets through; a handed-over listing stays handed over (``OwnedListing``)."""
+    kept = [tool for tool in tools if settings.tool_allowed(getattr(tool, "name", ""))]
+    return OwnedListing(kept) if isinstance(tools, OwnedListing) else kept
 
 
 class StatusTransition(Protocol):
@@ -184,7 +190,7 @@ class CatalogSync:
         finally:
             self.syncs_running -= 1
         if "tools" in listings:
-            listings["tools"] = [t for t in listings["tools"] if self.settings.tool_allowed(getattr(t, "name", ""))]
+            listings["tools"] = _allowed(listings["tools"], self.settings)
         return self._swap(reason, listings)
 
     async def _fetch(

@@ -7,8 +7,9 @@ supervisor's ``UpstreamError`` family exactly once, here.
 What crosses, per direction (DESIGN I13):
 
 * **Catalog.** ``list_all`` fetches every page of one kind (tools, prompts,
-  resources, templates); tools and prompts go through the shared response
-  cache (I4), resource lists always ``bypass`` it (I9).
+  resources, templates) through ``upstream_listing`` (``tools/list`` on a raw
+  path); tools and prompts go through the shared response cache (I4),
+  resource lists always ``bypass`` it (I9).
 * **Requests for a host call** (``call_tool``, ``get_prompt``,
   ``read_resource``, ``complete``) carry the host's progress wish (a progress
   token of ours) and, to a 2026-era server, its log level in ``_meta``. The
@@ -47,10 +48,10 @@ from typing import Any, Final, cast
 
 import mcp_types as types
 import trio
-from mcp import Client, MCPError
+from mcp import Client
 from mcp.client.caching import CacheConfig, CacheMode
 from mcp.client.session import ClientRequestContext, IncomingMessage
-from mcp_types import LOG_LEVEL_META_KEY, METHOD_NOT_FOUND
+from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -70,14 +71,13 @@ from supervisor.settings import ServerSettings
 from supervisor.upstream_errors import ErrorTranslator, connect_error, split_teardown_errors
 from supervisor.upstream_http import open_http_transport
 from supervisor.upstream_listen import ListenFilter, ListenTarget, serve_listen
+from supervisor.upstream_listing import list_all
 from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
 from supervisor.upstream_tap import tapped
 from supervisor.wire_splice import UpstreamSplice
 
 logger = logging.getLogger(__name__)
 
-MAX_LIST_PAGES: Final = 1000
-"""A paginator that never ends cannot hang a sync."""
 PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
 CLIENT_INFO: Final = types.Implementation(name="mcp-supervisor", version=__version__)
 
@@ -145,55 +145,14 @@ class Upstream:
     # -- catalog -----------------------------------------------------------------------
 
     async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]:
-        """Fetch every page of one kind's listing.
+        """Fetch every page of one kind's listing (``upstream_listing.list_all``), handed over as an ``OwnedListing``.
 
         Raises:
             UpstreamUnavailable: The connection died.
             UpstreamProtocolError: The server answered with an error, an invalid
                 listing, more than ``max_tools`` entries, or pages without end.
         """
-        name = self._settings.name
-        limit = self._settings.max_tools
-        method = _LIST_METHODS[kind]
-        items: list[Definition] = []
-        cursor: str | None = None
-        for _ in range(MAX_LIST_PAGES):
-            with self._translate_errors(method):
-                try:
-                    page_items, cursor = await self._list_page(kind, cursor, cache_mode)
-                except MCPError as exc:
-                    if kind == "templates" and exc.code == METHOD_NOT_FOUND:
-                        return []  # resources without templates
-                    raise
-            items.extend(page_items)
-            if len(items) > limit:
-                raise UpstreamProtocolError(
-                    name,
-                    f"server {name!r}: {method} listed more than {limit} entries (max_tools = {limit}); "
-                    "the listing was refused. Raise max_tools for this server or narrow it with enabled_tools",
-                )
-            if cursor is None:
-                return items
-            await trio.lowlevel.checkpoint()  # a long listing yields between pages (I15)
-        raise UpstreamProtocolError(name, f"server {name!r}: {method} did not end after {MAX_LIST_PAGES} pages")
-
-    async def _list_page(
-        self, kind: Kind, cursor: str | None, cache_mode: CacheMode
-    ) -> tuple[list[Definition], str | None]:
-        client = self._client
-        match kind:
-            case "tools":
-                tools = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
-                return list(tools.tools), tools.next_cursor
-            case "prompts":
-                prompts = await client.list_prompts(cursor=cursor, cache_mode=cache_mode)
-                return list(prompts.prompts), prompts.next_cursor
-            case "resources":
-                resources = await client.list_resources(cursor=cursor, cache_mode="bypass")  # I9
-                return list(resources.resources), resources.next_cursor
-            case "templates":
-                templates = await client.list_resource_templates(cursor=cursor, cache_mode="bypass")  # I9
-                return list(templates.resource_templates), templates.next_cursor
+        return await list_all(self._client, self._settings, kind, cache_mode, self._translate_errors)
 
     # -- requests for a host call --------------------------------------------------------
 
@@ -452,14 +411,6 @@ class Upstream:
 
     def _translate_errors(self, what: str, *, passthrough_server_errors: bool = False) -> ErrorTranslator:
         return ErrorTranslator(self._settings.name, what, self.health, passthrough_server_errors)
-
-
-_LIST_METHODS: Final[dict[Kind, str]] = {
-    "tools": "tools/list",
-    "prompts": "prompts/list",
-    "resources": "resources/list",
-    "templates": "resources/templates/list",
-}
 
 
 def _open_transport(
