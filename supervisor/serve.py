@@ -18,7 +18,9 @@ Before anything starts, ``serve`` freezes the heap (``gc.freeze``): what is
 alive then (the imported SDK, pydantic's schemas, the settings) lives as long
 as the process, and a cold start's allocations (a hundred tool definitions
 per server) otherwise trigger collections that rescan all of it, about a
-quarter of the CPU per server connected (issue 11).
+quarter of the CPU per server connected (issue 11). Until every first
+attempt has ended, full collections wait too, and what the cold start kept is
+then frozen as well (``startup_heap``).
 
 Over stdio, stdout carries only MCP frames: the stdio wire diverts fd 1 to
 stderr while it serves, so a stray print cannot corrupt the protocol.
@@ -42,6 +44,7 @@ from supervisor.front_stdio import StdioHostLink
 from supervisor.relay import Relay
 from supervisor.root import Supervisor
 from supervisor.settings import Settings, interpolation_environ, load_settings
+from supervisor.startup_heap import HeapSettler, defer_full_collections
 
 logger = logging.getLogger(__name__)
 
@@ -84,13 +87,14 @@ async def serve(settings: Settings) -> None:
         SupervisorError: A listener could not be started (the first such error, unwrapped).
     """
     gc.freeze()  # start-up's objects live as long as we do: keep them out of every collection (module docstring)
-    try:
-        await _serve(settings)
-    except* SupervisorError as group:
-        raise first_leaf(group) from None
+    with defer_full_collections() as heap:
+        try:
+            await _serve(settings, heap)
+        except* SupervisorError as group:
+            raise first_leaf(group) from None
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, heap: HeapSettler) -> None:
     relay = Relay()
     supervisor = Supervisor(settings, host=relay)
     front = Front(supervisor, relay)
@@ -111,16 +115,19 @@ async def _serve(settings: Settings) -> None:
     host_warnings = _HostWarnings(relay)
     logging.getLogger("supervisor").addHandler(host_warnings)
     try:
-        await _run(settings, supervisor, front, link, stop)
+        await _run(settings, supervisor, front, link, stop, heap=heap)
     finally:
         logging.getLogger("supervisor").removeHandler(host_warnings)
     logger.info("stopped")
 
 
-async def _run(settings: Settings, supervisor: Supervisor, front: Front, link: HostLink, stop: trio.Event) -> None:
+async def _run(
+    settings: Settings, supervisor: Supervisor, front: Front, link: HostLink, stop: trio.Event, *, heap: HeapSettler
+) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, stop)
         await nursery.start(supervisor.run)
+        nursery.start_soon(heap.settle_after, supervisor.wait_first_attempts, supervisor.startup_bound_sec)
         nursery.start_soon(_reload_on_sighup, supervisor)
         await nursery.start(front.run)
         nursery.start_soon(_announce_ready, supervisor)

@@ -21,7 +21,7 @@ async def test_serve_freezes_the_start_up_heap_before_any_server_starts(
     settings = load_settings(write_settings(tmp_path, {"fx": fixture_server("--tools", "echo")}))
     frozen_at_run: list[int] = []
 
-    async def run_nothing(*args: object) -> None:
+    async def run_nothing(*args: object, **kwargs: object) -> None:
         frozen_at_run.append(gc.get_freeze_count())
         await trio.lowlevel.checkpoint()
 
