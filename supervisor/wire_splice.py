@@ -51,6 +51,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
+import pydantic_core
 import trio
 from mcp import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
@@ -117,7 +118,7 @@ def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
     """
     try:
         if len(line) < _BIG_LINE_BYTES:
-            return json.loads(line.decode()), None
+            return _load_small(line), None
         loaded = wire_large.load(line, descend)
         if loaded is None:
             return json.loads(line.decode()), None
@@ -125,6 +126,22 @@ def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
         raise ValueError("JSON nested too deep") from exc
     message, inner = loaded
     return message, (_Spans(memoryview(line), inner) if inner is not None else None)
+
+
+def _load_small(line: bytes) -> Any:
+    """A small line's message: the same values, and the same lines refused, as ``json.loads(line.decode())``.
+
+    ``pydantic_core.from_json`` parses a call's line in about half the time (1.9
+    against 3.6 us for an echo answer). It refuses what the strict decode
+    refuses (bytes that are not UTF-8, encoded lone surrogates) but also two
+    things ``json.loads`` takes: an escaped lone surrogate (``"\\ud800"``) and
+    nesting beyond ~200 levels. Those lines, and every line that is not JSON,
+    are decoded again by ``json.loads``, which has the last word.
+    """
+    try:
+        return pydantic_core.from_json(line)
+    except ValueError:
+        return json.loads(line.decode())
 
 
 class Tracker(Protocol):
