@@ -273,7 +273,20 @@ class UpstreamSplice:
         if call is None:
             return None
         call.done = True
+        self._drop_settled()
         return call, message, spans
+
+    def _drop_settled(self) -> None:
+        """Forget the settled calls at the head of the deadline queue.
+
+        Answers mostly come in order, so this keeps the queue as long as the
+        calls in flight; otherwise it would hold every call made within one
+        ``tool_timeout_sec`` (90,000 at 1,500 calls/s and 60 s) until the deadline
+        task wakes for the oldest. That task re-reads the head after each wait.
+        """
+        order = self._order
+        while order and order[0].done:
+            order.popleft()
 
     def abandon(self, call: SplicedCall, reason: str) -> None:
         """Stop waiting for ``call`` and tell the upstream (a courtesy cancel; dropped if it cannot be queued)."""

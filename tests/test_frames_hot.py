@@ -6,12 +6,14 @@
   must return the values, and refuse the lines, of ``json.loads(line.decode())``.
 * ``LineBuffer`` holds a whole-lines view as ``bytes``: the lines must come out
   right however the viewed buffer is reused afterwards.
+* ``UpstreamSplice`` drops answered calls from the head of its deadline queue
+  when they are answered, not when the oldest one's deadline comes.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -19,7 +21,7 @@ import trio
 import trio.testing
 
 from supervisor._frames import LineBuffer, _receiver_waiting
-from supervisor.wire_splice import _load_small
+from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice, _load_small
 
 
 async def test_the_receiver_count_read_from_anyio_matches_its_statistics_parked_or_not() -> None:
@@ -102,3 +104,22 @@ def test_a_view_ending_inside_a_line_is_buffered_and_completed_by_the_next_read(
     buffer.feed(memoryview(storage))
     assert buffer.next_line() == b"two"
     assert buffer.next_line() is None
+
+
+def test_calls_answered_in_order_leave_the_deadline_queue_at_once_not_at_their_deadline() -> None:
+    splice = UpstreamSplice("fx", 60.0)
+    send, receive = anyio.create_memory_object_stream[Any](8)
+    host = HostSplice(cast(Any, None), cast(Any, None))
+    with send, receive:  # nothing here awaits: no bound needed
+        splice.attach(send, None)
+        splice.set_envelope({})
+        calls = [SplicedCall(n, splice.new_id(), cast(Any, None), cast(Any, None), 0.0, 60.0, host) for n in range(3)]
+        for call in calls:
+            assert splice.submit(call, "echo", {"text": "x"})
+        answer = '{"jsonrpc":"2.0","id":"%s","result":{"content":[]}}'
+        assert splice.claim((answer % calls[1].upstream_id).encode()) is not None
+        assert len(splice._order) == 3, "the oldest is still in flight: it keeps its place, and those behind it"
+        assert splice.claim((answer % calls[0].upstream_id).encode()) is not None
+        assert list(splice._order) == [calls[2]]
+        assert splice.claim((answer % calls[2].upstream_id).encode()) is not None
+        assert not splice._order
