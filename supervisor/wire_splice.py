@@ -51,6 +51,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
+import pydantic_core
 import trio
 from mcp import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
@@ -117,7 +118,7 @@ def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
     """
     try:
         if len(line) < _BIG_LINE_BYTES:
-            return json.loads(line.decode()), None
+            return _load_small(line), None
         loaded = wire_large.load(line, descend)
         if loaded is None:
             return json.loads(line.decode()), None
@@ -125,6 +126,22 @@ def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
         raise ValueError("JSON nested too deep") from exc
     message, inner = loaded
     return message, (_Spans(memoryview(line), inner) if inner is not None else None)
+
+
+def _load_small(line: bytes) -> Any:
+    """A small line's message: the same values, and the same lines refused, as ``json.loads(line.decode())``.
+
+    ``pydantic_core.from_json`` parses a call's line in about half the time (1.9
+    against 3.6 us for an echo answer). It refuses what the strict decode
+    refuses (bytes that are not UTF-8, encoded lone surrogates) but also two
+    things ``json.loads`` takes: an escaped lone surrogate (``"\\ud800"``) and
+    nesting beyond ~200 levels. Those lines, and every line that is not JSON,
+    are decoded again by ``json.loads``, which has the last word.
+    """
+    try:
+        return pydantic_core.from_json(line)
+    except ValueError:
+        return json.loads(line.decode())
 
 
 class Tracker(Protocol):
@@ -256,7 +273,20 @@ class UpstreamSplice:
         if call is None:
             return None
         call.done = True
+        self._drop_settled()
         return call, message, spans
+
+    def _drop_settled(self) -> None:
+        """Forget the settled calls at the head of the deadline queue.
+
+        Answers mostly come in order, so this keeps the queue as long as the
+        calls in flight; otherwise it would hold every call made within one
+        ``tool_timeout_sec`` (90,000 at 1,500 calls/s and 60 s) until the deadline
+        task wakes for the oldest. That task re-reads the head after each wait.
+        """
+        order = self._order
+        while order and order[0].done:
+            order.popleft()
 
     def abandon(self, call: SplicedCall, reason: str) -> None:
         """Stop waiting for ``call`` and tell the upstream (a courtesy cancel; dropped if it cannot be queued)."""
