@@ -422,7 +422,7 @@ class HostSplice:
         if not self.enabled or self._out is None:
             return False
         try:
-            message = json.loads(line)
+            message, _ = _load(line, "params")
         except ValueError:
             return False
         if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
@@ -478,12 +478,14 @@ class HostSplice:
 
     def _take_cancel(self, line: bytes) -> bool:
         try:
-            message = json.loads(line)
+            message, _ = _load(line, "params")
         except ValueError:
             return False
-        params = message.get("params") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return False
+        params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
-        if message.get("method") != "notifications/cancelled" or not isinstance(request_id, str | int):
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
             return False
         call = self._by_host_id.pop(request_id, None)
         if call is None:

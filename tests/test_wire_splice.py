@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +177,60 @@ async def test_a_large_call_is_routed_cancelled_and_timed_out_like_a_small_one(t
         assert [_spliced(i) for i in _call_ids(log, "echo") + _call_ids(log, "hang")] == [True, True], log
 
 
+@dataclass
+class _RawHost:
+    """A host that writes JSON-RPC lines of its own making to the sidecar's stdin (an SDK client would refuse to)."""
+
+    proc: trio.Process
+    stdin: trio.abc.SendStream
+    stdout: trio.abc.ReceiveStream
+    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    buffer: LineBuffer = field(default_factory=LineBuffer)
+
+    async def send(self, *lines: str) -> None:
+        await self.stdin.send_all("".join(line + "\n" for line in lines).encode())
+
+    async def answered(self, request_id: int) -> dict[str, Any]:
+        while request_id not in self.answers:
+            chunk = await self.stdout.receive_some()
+            assert chunk, f"the sidecar closed its stdout (exit {self.proc.poll()}); answers: {self.answers}"
+            self.buffer.feed(chunk)
+            while (line := self.buffer.next_line()) is not None:
+                message = json.loads(line)
+                self.answers[message["id"]] = message
+        return self.answers[request_id]
+
+
+@asynccontextmanager
+async def _raw_host(config: Path) -> AsyncIterator[_RawHost]:
+    """The sidecar on ``config``, its catalog listed; on exit its stdin is closed and it must exit 0."""
+    proc = await trio.lowlevel.open_process(
+        sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sidecar_env()
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        host = _RawHost(proc, proc.stdin, proc.stdout)
+        await host.send(_request(0, "tools/list", {}))  # answered once the catalog is in: later calls are spliced
+        await host.answered(0)
+        yield host
+        await proc.stdin.aclose()
+        assert await proc.wait() == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            await proc.wait()
+
+
+def _request(request_id: int, method: str, params: dict[str, Any], raw_arguments: str | None = None) -> str:
+    """A 2026-era request line; ``raw_arguments``: the text of ``arguments``, written as it is."""
+    line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": ENVELOPE}})
+    return (
+        line
+        if raw_arguments is None
+        else line.replace('"params": {', '"params": {"arguments": ' + raw_arguments + ", ", 1)
+    )
+
+
 async def test_an_escaped_lone_surrogate_in_a_spliced_call_is_answered_and_the_sidecar_keeps_serving(
     tmp_path: Path,
 ) -> None:
@@ -182,48 +239,40 @@ async def test_an_escaped_lone_surrogate_in_a_spliced_call_is_answered_and_the_s
     config = write_settings(
         tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", tool_timeout_sec=scaled(2))}
     )
-    envelope = json.dumps(ENVELOPE)
-    lines = [
-        '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":' + envelope + "}}",
-        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__fx__echo",'
-        '"arguments":{"text":"\\ud800"},"_meta":' + envelope + "}}",
-        '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__fx__echo",'
-        '"arguments":{"text":"after"},"_meta":' + envelope + "}}",
-    ]
-    answers: dict[int, dict[str, Any]] = {}
     with trio.fail_after(BOUND_SEC):
-        proc = await trio.lowlevel.open_process(
-            sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sidecar_env()
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        stdout = proc.stdout
-        try:
-            buffer = LineBuffer()
-
-            async def answered(request_id: int) -> None:
-                while request_id not in answers:
-                    chunk = await stdout.receive_some()
-                    assert chunk, f"the sidecar closed its stdout (exit {proc.poll()}); answers so far: {answers}"
-                    buffer.feed(chunk)
-                    while (line := buffer.next_line()) is not None:
-                        message = json.loads(line)
-                        answers[message["id"]] = message
-
-            await proc.stdin.send_all(lines[0].encode() + b"\n")  # the catalog is in: both calls are spliced
-            await answered(1)
-            await proc.stdin.send_all(("\n".join(lines[1:]) + "\n").encode())
-            await answered(3)
-            await answered(2)
-            await proc.stdin.aclose()
-            assert await proc.wait() == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                await proc.wait()
-    assert answers[3]["result"]["content"] == [{"type": "text", "text": "after"}]
+        async with _raw_host(config) as host:
+            await host.send(
+                _request(2, "tools/call", {"name": "mcp__fx__echo"}, raw_arguments='{"text": "\\ud800"}'),
+                _request(3, "tools/call", {"name": "mcp__fx__echo", "arguments": {"text": "after"}}),
+            )
+            after, surrogate = await host.answered(3), await host.answered(2)
+    assert after["result"]["content"] == [{"type": "text", "text": "after"}]
     # The fixture (an SDK server) cannot parse the lone surrogate and never answers: the splice's timeout does.
-    assert answers[2]["result"]["isError"] is True
-    assert "tool_timeout_sec" in answers[2]["result"]["content"][0]["text"]
+    assert surrogate["result"]["isError"] is True
+    assert "tool_timeout_sec" in surrogate["result"]["content"][0]["text"]
+
+
+async def test_host_lines_the_splice_cannot_read_go_to_the_sdk_and_the_sidecar_keeps_serving(tmp_path: Path) -> None:
+    # Each line names a method the splice looks for (a list, a cancel while a call is in flight)
+    # but is nested past the JSON decoder's recursion limit, or is not an object: once they
+    # raised in the host wire's reader and took the sidecar down.
+    fx = fixture_server("--name", "fx", "--tools", "echo,hang", tool_timeout_sec=scaled(2))
+    config = write_settings(tmp_path, {"fx": fx})
+    deep = "[" * 100_000 + "]" * 100_000
+    with trio.fail_after(BOUND_SEC):
+        async with _raw_host(config) as host:
+            await host.send(_request(1, "tools/call", {"name": "mcp__fx__hang", "arguments": {}}))
+            await host.send(
+                '{"jsonrpc":"2.0","id":5,"method":"tools/list","x":' + deep + "}",
+                '{"jsonrpc":"2.0","method":"notifications/cancelled","x":' + deep + "}",
+                '["notifications/cancelled", "tools/list"]',
+                '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":true}}',
+                _request(3, "tools/call", {"name": "mcp__fx__echo", "arguments": {"text": "after"}}),
+            )
+            after = await host.answered(3)
+            hung = await host.answered(1)  # none of them cancelled it (a cancelled call gets no answer)
+    assert after["result"]["content"] == [{"type": "text", "text": "after"}]
+    assert "tool_timeout_sec" in hung["result"]["content"][0]["text"]
 
 
 def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
