@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from importlib.metadata import version
@@ -198,3 +199,24 @@ def percentile(values: Sequence[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def summarize_samples(path: Path, interest: Mapping[str, Sequence[str]], *, top: int = 15) -> None:
+    """Print the share of py-spy's raw samples whose stack holds each frame of ``interest``, and the top leaves."""
+    total = 0
+    shares: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        count = int(count_text)
+        total += count
+        for label, needles in interest.items():
+            if any(needle in stack for needle in needles):
+                shares[label] += count
+        leaves[stack.rsplit(";", 1)[-1]] += count
+    print(f"samples {total}")
+    for label, count in shares.most_common():
+        print(f"  {count / max(total, 1):6.1%}  {label}")
+    print("top leaf frames:")
+    for leaf, count in leaves.most_common(top):
+        print(f"  {count / max(total, 1):6.1%}  {leaf}")

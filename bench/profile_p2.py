@@ -14,14 +14,13 @@ import argparse
 import shutil
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Final
 
 import trio
 
 from bench.call_path import CONCURRENCY, _argv, _warm_up
-from bench.harness import cpu_sec, open_host, reap_marked
+from bench.harness import cpu_sec, open_host, reap_marked, summarize_samples
 
 RATE_HZ: Final = 997
 INTEREST: Final = {
@@ -76,28 +75,7 @@ async def _main(seconds: float, out: Path, text_bytes: int, concurrency: int) ->
         print(spy.stderr.decode(errors="replace"), file=sys.stderr)
     print(f"calls in window {calls_window} ({calls_window / seconds:.0f}/s at c{concurrency})")
     print(f"sidecar CPU per call {cpu_window / max(calls_window, 1) * 1e6:.0f} us")
-    summarize(out)
-
-
-def summarize(path: Path) -> None:
-    """Print the share of samples whose stack contains each frame of interest, and the top leaf frames."""
-    total = 0
-    shares: Counter[str] = Counter()
-    leaves: Counter[str] = Counter()
-    for line in path.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        count = int(count_text)
-        total += count
-        for label, needles in INTEREST.items():
-            if any(needle in stack for needle in needles):
-                shares[label] += count
-        leaves[stack.rsplit(";", 1)[-1]] += count
-    print(f"samples {total}")
-    for label, count in shares.most_common():
-        print(f"  {count / total:6.1%}  {label}")
-    print("top leaf frames:")
-    for leaf, count in leaves.most_common(15):
-        print(f"  {count / total:6.1%}  {leaf}")
+    summarize_samples(out, INTEREST)
 
 
 def main() -> None:
@@ -109,7 +87,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
     args = parser.parse_args()
     if args.summarize:
-        summarize(args.out)
+        summarize_samples(args.out, INTEREST)
         return
     trio.run(_main, args.seconds, args.out, args.text_bytes, args.concurrency)
 

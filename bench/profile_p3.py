@@ -15,14 +15,13 @@ import argparse
 import shutil
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Final
 
 import trio
 
 from bench.fleet import READY_BOUND_SEC, TOOLS_PER_SERVER, _config
-from bench.harness import cpu_sec, open_host, reap_marked
+from bench.harness import cpu_sec, open_host, reap_marked, summarize_samples
 
 RATE_HZ: Final = 250
 INTEREST: Final = {
@@ -74,28 +73,7 @@ async def _main(servers: int, out: Path) -> None:
             await reap_marked("profile_p3")
     print(f"{servers} lite servers ready in {ready_sec:.2f} s (under py-spy); sidecar CPU at ready {cpu:.2f} s")
     print(f"host tools/list calls while waiting: {lists}")
-    summarize(out)
-
-
-def summarize(path: Path) -> None:
-    """Print the share of samples whose stack contains each frame of interest, and the top leaf frames."""
-    total = 0
-    shares: Counter[str] = Counter()
-    leaves: Counter[str] = Counter()
-    for line in path.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        count = int(count_text)
-        total += count
-        for label, needles in INTEREST.items():
-            if any(needle in stack for needle in needles):
-                shares[label] += count
-        leaves[stack.rsplit(";", 1)[-1]] += count
-    print(f"samples {total} (non-idle)")
-    for label, count in shares.most_common():
-        print(f"  {count / total:6.1%}  {label}")
-    print("top leaf frames:")
-    for leaf, count in leaves.most_common(20):
-        print(f"  {count / total:6.1%}  {leaf}")
+    summarize_samples(out, INTEREST, top=20)
 
 
 def main() -> None:
@@ -105,7 +83,7 @@ def main() -> None:
     parser.add_argument("--summarize", action="store_true", help="only summarize an existing --out file")
     args = parser.parse_args()
     if args.summarize:
-        summarize(args.out)
+        summarize_samples(args.out, INTEREST, top=20)
         return
     trio.run(_main, args.servers, args.out)
 
