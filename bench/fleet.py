@@ -79,9 +79,12 @@ def quiet_host_heap() -> None:
     gc.freeze()
 
 
-def lite_argv(tools: int) -> list[str]:
-    """Start ``bench.lite_server`` as a stdlib server starts: by file path, without ``site`` (``-S -I``)."""
-    return [sys.executable, "-S", "-I", str(LITE_SERVER), str(tools)]
+def lite_argv(tools: int, as_fleet: int = 0) -> list[str]:
+    """Start ``bench.lite_server`` as a stdlib server starts: by file path, without ``site`` (``-S -I``).
+
+    ``as_fleet``: its tools named as a sidecar in front of that many lite servers names them.
+    """
+    return [sys.executable, "-S", "-I", str(LITE_SERVER), str(tools), *([str(as_fleet)] if as_fleet else [])]
 
 
 def _config(workdir: Path, servers: int, kind: str, spawn_concurrency: int = 0) -> Path:
@@ -149,6 +152,38 @@ async def _direct_list_ms(tools: int) -> float:
     return percentile(samples, 0.5) * 1000
 
 
+async def _paired_list_ms(servers: int) -> tuple[float, float]:
+    """p50s of one host listing the same catalog from a sidecar and straight from one lite server, alternately.
+
+    The same catalog, byte for byte in what the host parses: the direct server names
+    its tools as the sidecar does (``mcp__s00__t_0``; the raw names are 4% fewer bytes).
+    Both hosts speak the handshake era, the lite server's own (a 2026-era host also
+    writes each listing into its response cache: host work a direct 2026-era server
+    would cost it too), and their lists alternate, so the box's load moves both alike.
+    """
+    tools = servers * TOOLS_PER_SERVER
+    quiet_host_heap()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _config(Path(tmp), servers, "lite")
+        try:
+            async with (
+                open_host(sidecar_argv(config), mode="legacy") as sidecar,
+                open_host(lite_argv(tools, servers), mode="legacy", env={BENCH_MARK_ENV: bench_mark()}) as direct,
+            ):
+                await sidecar.wait_tools(lambda n: len(n) >= tools, bound_sec=READY_BOUND_SEC, poll_sec=0.1)
+                samples: dict[str, list[float]] = {"sidecar": [], "direct": []}
+                for index in range(2 * LISTS):
+                    name, host = ("sidecar", sidecar) if index % 2 == 0 else ("direct", direct)
+                    t0 = trio.current_time()
+                    listed = len((await host.session.list_tools(cache_mode="bypass")).tools)
+                    samples[name].append(trio.current_time() - t0)
+                    if listed != tools:
+                        raise RuntimeError(f"{name} listed {listed} tools, expected {tools}")
+        finally:
+            await reap_marked("p3 (paired lists)")
+    return percentile(samples["sidecar"], 0.5) * 1000, percentile(samples["direct"], 0.5) * 1000
+
+
 async def _fleet(kind: str, fleet: int, rounds: int) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     one: list[dict[str, float]] = []
     many: list[dict[str, float]] = []
@@ -200,6 +235,16 @@ async def run(*, quick: bool) -> dict[str, Any]:
     print(
         f"  the same host listing {50 * TOOLS_PER_SERVER} tools straight from one server (no sidecar): "
         f"p50 {direct_ms:.1f} ms; the difference is the sidecar's share"
+    )
+    paired_sidecar_ms, paired_direct_ms = await _paired_list_ms(50)
+    result["p3_list_ms_p50_paired_handshake"] = {
+        "sidecar": round(paired_sidecar_ms, 2),
+        "direct": round(paired_direct_ms, 2),
+    }
+    result["p3_list_ratio_sidecar_vs_direct_paired"] = round(paired_sidecar_ms / paired_direct_ms, 3)
+    print(
+        f"  handshake-era host, lists alternating: sidecar p50 {paired_sidecar_ms:.1f} ms, direct "
+        f"{paired_direct_ms:.1f} ms, ratio {result['p3_list_ratio_sidecar_vs_direct_paired']} (target <= 1.0)"
     )
     if not quick:
         # [supervisor] spawn_concurrency: does limiting cold starts help on 2 cores?

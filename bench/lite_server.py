@@ -1,4 +1,4 @@
-"""A minimal handshake-era MCP server on the standard library only (``python -S -I bench/lite_server.py N``).
+"""A minimal handshake-era MCP server on the standard library only (``python -S -I bench/lite_server.py N [K]``).
 
 The SDK-based fixture costs about a CPU-second of imports per process, so a
 fleet of 50 of them measures Python start-up, not the sidecar. This server
@@ -9,7 +9,8 @@ bench.lite_server`` with the venv's site. ``_json`` is the C half of the
 standard ``json`` package: ``json`` itself imports ``re`` (and with it ``enum``),
 half of this server's start-up, and ``typing`` would be another 5 ms. It
 answers ``initialize``,
-``tools/list`` (N echo tools ``t_0..t_{N-1}``), ``tools/call`` and ``ping``;
+``tools/list`` (N echo tools ``t_0..t_{N-1}``; with K, named as a sidecar in
+front of K such servers of N/K tools names them, ``mcp__s00__t_0``...), ``tools/call`` and ``ping``;
 ``server/discover`` gets "method not found", so clients fall back to the
 handshake era. Newline-delimited JSON-RPC on stdin/stdout; exits on EOF.
 """
@@ -65,9 +66,17 @@ def _dumps(value: Any) -> str:
     raise TypeError(f"not a JSON value: {value!r}")
 
 
-def _tools(count: int) -> list[dict[str, Any]]:
+def _tools(count: int, as_fleet: int = 0) -> list[dict[str, Any]]:
+    """``count`` echo tools; with ``as_fleet``, named as a sidecar in front of that many of us names them."""
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-    return [{"name": f"t_{i}", "description": f"Echo tool {i}.", "inputSchema": schema} for i in range(count)]
+    if not as_fleet:
+        return [{"name": f"t_{i}", "description": f"Echo tool {i}.", "inputSchema": schema} for i in range(count)]
+    each = count // as_fleet
+    return [
+        {"name": f"mcp__s{k:02d}__t_{j}", "description": f"Echo tool {j}.", "inputSchema": schema}
+        for k in range(as_fleet)
+        for j in range(each)
+    ]
 
 
 def _answer(request: dict[str, Any], tools: _Encoded) -> dict[str, Any] | None:
@@ -97,7 +106,8 @@ def _answer(request: dict[str, Any], tools: _Encoded) -> dict[str, Any] | None:
 
 def main() -> None:
     # Encoded once, like a server that keeps its listing ready: _dumps is Python, ~3x json.dumps's cost.
-    tools = _Encoded(_dumps(_tools(int(sys.argv[1]) if len(sys.argv) > 1 else 100)))
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    tools = _Encoded(_dumps(_tools(count, int(sys.argv[2]) if len(sys.argv) > 2 else 0)))
     for line in sys.stdin:
         if not line.strip():
             continue
