@@ -45,7 +45,7 @@ import itertools
 import json
 import logging
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -84,16 +84,27 @@ _BIG_LINE_BYTES: Final = 64 * 1024
 """From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees).
+_encode_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+_encode_ascii = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees)."""
 
-ASCII output: a string the host or a server sent as an escaped lone surrogate (valid JSON
-text, ``"\\ud800"``) decodes to a ``str`` that UTF-8 cannot encode; escaped again it crosses."""
+
+def _utf8_line(build: Callable[[Callable[[Any], str]], str]) -> bytes:
+    """The line ``build`` assembles with a JSON encoder, as UTF-8: non-ASCII text crosses as itself.
+
+    A string the host or a server sent as an escaped lone surrogate (valid JSON
+    text, ``"\\ud800"``) decodes to a ``str`` UTF-8 cannot encode: then the line
+    is built again with every non-ASCII character escaped, as it arrived.
+    """
+    try:
+        return build(_encode_utf8).encode()
+    except UnicodeEncodeError:
+        return build(_encode_ascii).encode()
 
 
 def frame(message: Mapping[str, Any]) -> bytes:
     """One JSON-RPC message as one line."""
-    return _encode(message).encode() + b"\n"
+    return _utf8_line(lambda encode: encode(message) + "\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +225,7 @@ class UpstreamSplice:
     def set_envelope(self, envelope: dict[str, Any]) -> None:
         """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
         self._envelope = envelope
-        self._envelope_tail = ',"_meta":' + _encode(envelope) + "}}\n"
+        self._envelope_tail = ',"_meta":' + _encode_ascii(envelope) + "}}\n"
 
     @property
     def ready(self) -> bool:
@@ -237,8 +248,13 @@ class UpstreamSplice:
             line = wire_large.request_line(call.upstream_id, raw_name, arguments_text, self._envelope)
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
             start = '{"jsonrpc":"2.0","id":"' + call.upstream_id + '","method":"tools/call","params":{"name":'
-            body = _encode(raw_name) if arguments is None else _encode(raw_name) + ',"arguments":' + _encode(arguments)
-            line = (start + body + self._envelope_tail).encode()
+            tail = self._envelope_tail
+
+            def build(encode: Callable[[Any], str]) -> str:
+                arguments_text = "" if arguments is None else ',"arguments":' + encode(arguments)
+                return start + encode(raw_name) + arguments_text + tail
+
+            line = _utf8_line(build)
         if self.direct.try_write(line):
             call.host.batched(self.direct)
         else:

@@ -25,7 +25,7 @@ from mcp import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor._frames import LineBuffer
-from supervisor.wire_splice import ID_PREFIX, plain_call
+from supervisor.wire_splice import ID_PREFIX, frame, plain_call
 from tests.e2e import (
     fixture_server,
     open_host,
@@ -273,6 +273,11 @@ async def test_host_lines_the_splice_cannot_read_go_to_the_sdk_and_the_sidecar_k
             hung = await host.answered(1)  # none of them cancelled it (a cancelled call gets no answer)
     assert after["result"]["content"] == [{"type": "text", "text": "after"}]
     assert "tool_timeout_sec" in hung["result"]["content"][0]["text"]
+
+
+def test_a_spliced_line_keeps_non_ascii_text_as_utf8_and_escapes_only_what_utf8_cannot_hold() -> None:
+    assert frame({"text": "d\u00e9j\u00e0 \U0001f600"}) == '{"text":"d\u00e9j\u00e0 \U0001f600"}\n'.encode()
+    assert frame({"text": "\u00e9\ud800"}) == b'{"text":"\\u00e9\\ud800"}\n'
 
 
 def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
