@@ -17,7 +17,9 @@ counted; the Front ends them on shutdown.
 
 Plain 2026-era ``tools/call`` requests for 2026-era stdio upstreams skip the
 SDK altogether: the wire splice (``wire_splice.HostSplice``) takes them off the
-wire and answers them on it, tracked in the same unanswered set.
+wire and answers them on it, tracked in the same unanswered set. First-page
+``tools/list`` requests too, in either era (``_HandshakeWatch`` tells the
+splice a handshake-era host's version).
 
 Concurrency: ``run`` owns a nursery with the relay task (server → wire) next
 to the server, outside the host scope, so answers produced before the scope
@@ -35,6 +37,7 @@ import mcp_types as types
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.shared.message import SessionMessage
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor._stdio_wire import WriteStream, open_stdio_wire
 from supervisor._streams import ReadStreamView
@@ -89,12 +92,45 @@ class _Unanswered:
         await self._idle.wait()
 
 
+class _HandshakeWatch:
+    """Tells the wire splice the version a handshake-era host negotiated, read off the SDK's own traffic.
+
+    The host's ``initialize`` requests are noted as the SDK reads them, and the
+    version is taken from the SDK's answer to one: the SDK commits it before it
+    answers, so from then on a list the splice answers is answered in the version
+    the SDK would use. A later ``initialize`` moves it the same way.
+    """
+
+    def __init__(self, splice: HostSplice) -> None:
+        self._splice = splice
+        self._initialize_ids: set[types.RequestId] = set()
+
+    def saw(self, item: SessionMessage | Exception) -> None:
+        if isinstance(item, SessionMessage):
+            message = item.message
+            if isinstance(message, types.JSONRPCRequest) and message.method == "initialize":
+                self._initialize_ids.add(message.id)
+
+    def answered(self, message: SessionMessage) -> None:
+        if not self._initialize_ids:
+            return
+        answer = message.message
+        if not isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) or answer.id is None:
+            return
+        if answer.id in self._initialize_ids:
+            self._initialize_ids.discard(answer.id)
+            version = answer.result.get("protocolVersion") if isinstance(answer, types.JSONRPCResponse) else None
+            if version in HANDSHAKE_PROTOCOL_VERSIONS:
+                self._splice.handshake_version = version
+
+
 class _TrackedReader(ReadStreamView):
     """The wire's read stream, counting requests in; at EOF it first waits (bounded) for their answers."""
 
-    def __init__(self, inner: Any, unanswered: _Unanswered, grace_sec: float) -> None:
+    def __init__(self, inner: Any, unanswered: _Unanswered, watch: _HandshakeWatch, grace_sec: float) -> None:
         super().__init__(inner)
         self._unanswered = unanswered
+        self._watch = watch
         self._grace_sec = grace_sec
 
     async def receive(self) -> SessionMessage | Exception:
@@ -107,6 +143,7 @@ class _TrackedReader(ReadStreamView):
                 logger.warning("host closed stdin; requests still unanswered after %gs are cancelled", self._grace_sec)
             raise
         self._unanswered.saw(item)
+        self._watch.saw(item)
         return item
 
 
@@ -122,6 +159,7 @@ class StdioHostLink:
         self._unanswered = _Unanswered()
         self.splice = HostSplice(front, self._unanswered)
         """The wire splice's host end (tests read ``splice.taken``)."""
+        self._watch = _HandshakeWatch(self.splice)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve the host until it hangs up or ``close``; either way, set the stop event."""
@@ -136,7 +174,7 @@ class StdioHostLink:
                 # before that scope was cancelled still reach the wire.
                 write_stream, to_relay = anyio.create_memory_object_stream[SessionMessage](0)
                 relay_nursery.start_soon(self._relay_to_host, to_relay, wire_write)
-                read_stream: Any = _TrackedReader(wire_read, self._unanswered, self._grace_sec)
+                read_stream: Any = _TrackedReader(wire_read, self._unanswered, self._watch, self._grace_sec)
                 with self._scope:
                     task_status.started()
                     await front.server.run(read_stream, write_stream, front.init_options)
@@ -168,3 +206,4 @@ class StdioHostLink:
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     logger.debug("host wire closed; dropping outgoing messages")
                 self._unanswered.answered(message)
+                self._watch.answered(message)

@@ -27,10 +27,12 @@ with the same texts as the general path:
 * metrics and the rate-limited failure warning (``Front.note_call``), and the
   stdio link's unanswered-request tracking (EOF waits for spliced calls too).
 
-A first-page ``tools/list`` from a 2026-era stdio host is answered on the
-splice too, from the catalog wire cache's encoded bytes (``catalog_wire``),
-when that cache holds the current Registry version and the wire's writer can
-take the answer at once; otherwise the SDK answers (and fills the cache).
+A first-page ``tools/list`` from a stdio host is answered on the splice too,
+from the catalog wire cache's encoded bytes (``catalog_wire``) for the host's
+protocol version (a 2026-era host's envelope names it; a handshake-era host's
+is the one the SDK negotiated with it), when that cache holds the current
+Registry version and the wire's writer can take the answer at once; otherwise
+the SDK answers (and fills the cache).
 
 Concurrency: ``HostSplice.on_line`` runs synchronously in the host wire's reader
 task; ``UpstreamSplice.claim`` in the upstream's stdout pump, which then awaits
@@ -80,6 +82,8 @@ _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 """How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
 
 
+_ABSENT: Final = object()
+"""A request without ``params``."""
 _BIG_LINE_BYTES: Final = 64 * 1024
 """From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
 
@@ -397,6 +401,9 @@ class HostSplice:
     """Upstream stdins holding request lines from the chunk ``on_line`` is in (``flush_requests`` writes them)."""
     direct: DirectWrite = field(default_factory=DirectWrite)
     """Bound to the host wire by the stdio link (``open_stdio_wire``); upstream pumps ``flush`` it per chunk."""
+    handshake_version: str | None = None
+    """The version a handshake-era host negotiated, set once the SDK has answered its ``initialize`` (by then
+    the SDK has committed it); None for a 2026-era host. ``front_stdio`` reads it off the SDK's traffic."""
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
@@ -434,7 +441,7 @@ class HostSplice:
         return False
 
     def _take_list(self, line: bytes) -> bool:
-        """A first-page ``tools/list`` from a 2026-era host, answered from the encoded catalog if it is cached."""
+        """A first-page ``tools/list``, answered from the encoded catalog if it is cached for the host's version."""
         if not self.enabled or self._out is None:
             return False
         try:
@@ -443,15 +450,12 @@ class HostSplice:
             return False
         if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
             return False
-        host_id, params = message.get("id"), message.get("params")
-        if isinstance(host_id, bool) or not isinstance(host_id, str | int) or not isinstance(params, dict):
+        host_id = message.get("id")
+        if isinstance(host_id, bool) or not isinstance(host_id, str | int):
             return False
-        meta = params.get("_meta")
-        if set(params) != {"_meta"} or not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
-            return False  # a cursor, or anything beyond the envelope: the SDK
-        version = meta.get(PROTOCOL_VERSION_META_KEY)
-        encoded = self.front.tools_list_cache.encoded(version) if isinstance(version, str) else None
-        if encoded is None or version not in MODERN_PROTOCOL_VERSIONS:
+        version = self._list_version(message.get("params", _ABSENT))
+        encoded = self.front.tools_list_cache.encoded(version) if version is not None else None
+        if encoded is None:
             return False
         answer = b'{"jsonrpc":"2.0","id":' + json.dumps(host_id).encode() + b',"result":' + encoded + b"}\n"
         try:
@@ -460,6 +464,21 @@ class HostSplice:
             return False
         logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
         return True
+
+    def _list_version(self, params: Any) -> str | None:
+        """The protocol version a first-page list with ``params`` is answered in; None: the SDK answers it.
+
+        A 2026-era host names its version in the request's envelope; a handshake-era
+        host's is the one it negotiated, and its list carries no params beyond ``{}``.
+        Anything else (a cursor, a progress token, any other ``_meta``) is the SDK's.
+        """
+        if self.handshake_version is not None:
+            return self.handshake_version if params is _ABSENT or params == {} else None
+        meta = params.get("_meta") if isinstance(params, dict) and len(params) == 1 else None
+        if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+            return None
+        version = meta.get(PROTOCOL_VERSION_META_KEY)
+        return version if version in MODERN_PROTOCOL_VERSIONS else None
 
     def _take_call(self, line: bytes) -> bool:
         if not self.enabled or self._out is None or self.front.shutting_down:

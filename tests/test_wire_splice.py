@@ -197,7 +197,8 @@ class _RawHost:
             self.buffer.feed(chunk)
             while (line := self.buffer.next_line()) is not None:
                 message = json.loads(line)
-                self.answers[message["id"]] = message
+                if "id" in message:  # not a notification
+                    self.answers[message["id"]] = message
         return self.answers[request_id]
 
 
@@ -273,6 +274,60 @@ async def test_host_lines_the_splice_cannot_read_go_to_the_sdk_and_the_sidecar_k
             hung = await host.answered(1)  # none of them cancelled it (a cancelled call gets no answer)
     assert after["result"]["content"] == [{"type": "text", "text": "after"}]
     assert "tool_timeout_sec" in hung["result"]["content"][0]["text"]
+
+
+async def test_a_handshake_era_hosts_first_page_list_is_answered_on_the_splice_in_the_version_it_negotiated(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", "--extra-tools", "5")})
+    proc = await trio.lowlevel.open_process(
+        sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sidecar_env()
+    )
+    with trio.fail_after(BOUND_SEC):
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            host = _RawHost(proc, proc.stdin, proc.stdout)
+            await host.send('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
+            early = await host.answered(1)  # before the handshake: the SDK's refusal, never the catalog
+            init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}}
+            await host.send(
+                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": init}),
+                '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                '{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}',  # answered once the catalog is in
+            )
+            negotiated = (await host.answered(2))["result"]["protocolVersion"]
+            sdk_answer = (await host.answered(3))["result"]
+            # Lists go to the SDK (which fills the encoded catalog once the start-up settled) until
+            # one is answered on the splice.
+            spliced_before, request_id = "", 3
+            while "tools/list answered on the wire splice" not in spliced_before:
+                request_id += 1
+                await host.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}))
+                first_spliced = (await host.answered(request_id))["result"]
+                spliced_before = capfd.readouterr().err
+            ids = range(request_id + 1, request_id + 4)
+            lines = [
+                '"method":"tools/list"',
+                '"method":"tools/list","params":{"_meta":{"progressToken":"p"}}',
+                '"method":"tools/list","params":{"cursor":"nope"}',
+            ]
+            answers = []
+            for answer_id, line in zip(ids, lines, strict=True):  # one at a time: each finds the cache full
+                await host.send(f'{{"jsonrpc":"2.0","id":{answer_id},{line}}}')
+                answers.append((await host.answered(answer_id))["result"])
+            await proc.stdin.aclose()
+            assert await proc.wait() == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                await proc.wait()
+    assert "error" in early, early
+    assert negotiated == "2025-06-18"
+    assert len(sdk_answer["tools"]) == 6
+    assert [first_spliced, *answers] == [sdk_answer] * 4
+    # Of the three, only the list without params was answered on the splice (a cursor or any
+    # _meta is the SDK's: it ignores a cursor it never issued, as this one was).
+    assert capfd.readouterr().err.count("tools/list answered on the wire splice") == 1
 
 
 def test_a_spliced_line_keeps_non_ascii_text_as_utf8_and_escapes_only_what_utf8_cannot_hold() -> None:
