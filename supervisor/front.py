@@ -144,8 +144,12 @@ class Front:
         )
         add_server_middleware(self.server, self._track_requests)
         self.tools_list_cache = ToolsListWireCache(
-            supervisor.registry, settled=lambda: not supervisor.pending_first_attempts()
+            supervisor.registry,
+            settled=lambda: not supervisor.pending_first_attempts(),
+            stamp=lambda: self.server.server_info_stamp,
+            wait=self._wait_for_first_attempts,
         )
+        """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
         add_server_middleware(self.server, self.tools_list_cache)
         self.fast_calls = FastToolCalls(supervisor.route, self._call_tool_wire)
         """The tools/call fast path (``fast_path``); innermost, after the request tracking."""
@@ -486,6 +490,9 @@ class Front:
         while True:
             while registry.versions == seen:
                 await self._supervisor.catalog_changed.wait()
+            # New tools get their wire forms now, while servers are still starting, not in the
+            # first answer (``catalog_wire``): that one is on the host's critical path.
+            self.tools_list_cache.warm()
             await trio.sleep(NOTICE_COALESCE_SEC)
             now = registry.versions
             changed = {kind for kind in now if now[kind] != seen[kind]}

@@ -68,6 +68,9 @@ class Registered(Generic[D]):
     owner: str
     raw_name: str
     definition: D
+    wire: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
+    """The definition's wire form per protocol version, filled by its readers (``catalog_wire``). An entry
+    lives for one generation of its server, so the form can never outlive the definition it was made of."""
 
     @property
     def public_name(self) -> str:
@@ -114,6 +117,7 @@ class _Catalog(Generic[D]):
     by_key: dict[str, Registered[D]] = field(default_factory=dict)
     by_owner: dict[str, dict[str, Registered[D]]] = field(default_factory=dict)
     snapshot: list[D] | None = None
+    entries: list[Registered[D]] | None = None
     version: int = 0
 
 
@@ -168,6 +172,13 @@ class Registry:
     def tools(self) -> list[types.Tool]:
         """The host-facing tools, sorted by public name (shared; callers must not mutate)."""
         return self._listing(self._tools)
+
+    def tool_entries(self) -> list[RegisteredTool]:
+        """The registered tools, sorted by public name, as ``tools`` lists them (shared; callers must not mutate)."""
+        catalog = self._tools
+        if catalog.entries is None:
+            catalog.entries = [catalog.by_key[key] for key in sorted(catalog.by_key)]
+        return catalog.entries
 
     def prompts(self) -> list[types.Prompt]:
         """The host-facing prompts, sorted by public name (shared; callers must not mutate)."""
@@ -282,7 +293,7 @@ class Registry:
         return SwapResult(changed=True)
 
     def _touched(self, catalog: _Catalog[Any]) -> None:
-        catalog.snapshot = None
+        catalog.snapshot = catalog.entries = None
         catalog.version += 1
         self.version += 1
 
