@@ -32,7 +32,7 @@ import logging
 import mmap
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import anyio
@@ -157,6 +157,40 @@ class DirectWrite:
                 logger.debug("%d bytes for a closing pipe dropped", len(data) - written)
         self.written += len(self._batch)
         self._done()
+
+    def write_pieces(self, pieces: Sequence[bytes | memoryview]) -> bool:
+        """Write one framed line given as ``pieces`` now, in one ``writev``, if the writer is parked (True).
+
+        A large line (``wire_large``: its big member a view of the line read) is
+        then never joined into one more copy, nor handed to the writer task. The
+        batch goes first (``flush``); what the pipe does not take is joined and
+        handed to the writer, still parked on an empty queue, as ``flush`` does.
+        False (nothing written): not bound, or the writer is busy (``flush`` may
+        just have handed it the batch's rest): queue the joined line behind it.
+        """
+        self.flush()
+        if self._fd is None or not _receiver_waiting(self._stream):
+            return False
+        try:
+            written = os.writev(self._fd, pieces)
+        except OSError:  # full (EAGAIN) or broken: the writer writes it, or meets the error and reports it
+            written = 0
+        else:
+            self.writes += 1
+        rest: list[bytes | memoryview] = []
+        for piece in pieces:
+            if written >= len(piece):
+                written -= len(piece)
+            else:
+                rest.append(piece[written:] if written else piece)
+                written = 0
+        if rest:
+            try:
+                self._stream.send_nowait(b"".join(rest))  # parked on an empty queue: taken at once
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                logger.debug("%d bytes for a closing pipe dropped", sum(map(len, rest)))
+        self.written += 1
+        return True
 
     def take(self) -> bytes:
         """The batch, for the writer task to write before anything it was handed (``b""`` if none)."""
