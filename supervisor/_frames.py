@@ -14,7 +14,8 @@ never waits: it only takes what ``receive_nowait`` hands over.
 ``DirectWrite`` lets a task that is not the writer put lines straight on a
 pipe while the writer task is parked with nothing queued, which saves the two
 task switches of handing each over (the wire splice's answers and requests);
-the lines a pump produces from one chunk it reads are written in one syscall.
+the lines a pump produces from one chunk it reads are written in one syscall,
+and a large line goes out as its pieces in one ``writev``, never joined.
 
 ``PipeReader`` is the pumps' read: it parks first and reads once the pipe is
 readable, one scheduler pass per chunk, into one reused buffer.
@@ -46,7 +47,7 @@ PIPE_BYTES: Final = 1 << 20
 MAX_BATCH_MESSAGES: Final = 256
 """Bound on one batch, so a flood of small messages still yields to the writer."""
 MAX_DIRECT_BYTES: Final = 64 * 1024
-"""Lines from this size on always go through the writer task (the wire splice's large-message path)."""
+"""Lines from this size on are not batched by ``try_write`` (the wire splice writes them with ``write_pieces``)."""
 CUT_FROM_COPY_BYTES: Final = 64 * 1024
 """A whole-lines read from this size on is copied without its final newline (``LineBuffer``)."""
 
