@@ -5,8 +5,10 @@ well under a second, so its ratio moves by 2x with other people's load. This
 keeps a direct host and a sidecar host connected to the same fixture
 (``--tools echo``) and alternates rounds of ``N`` sequential 1 MB echo calls
 between them; it prints each round, the median calls/s of each, their ratio
-(the issue's target: sidecar / direct >= 0.8), and the middle process's CPU per
-call (``/proc/<pid>/stat``, the robust figure). Not part of ``python -m bench``.
+(the issue's target: sidecar / direct >= 0.8), the middle process's CPU per
+call (``/proc/<pid>/stat``, the robust figure), its minor page faults per call
+(each fresh page a 1 MB buffer touches is one) and its resident set after the
+last round (``VmRSS``) and at its peak (``VmHWM``). Not part of ``python -m bench``.
 """
 
 from __future__ import annotations
@@ -24,9 +26,23 @@ from bench.harness import Host, cpu_sec, median, open_host, reap_marked
 VARIANTS = ("direct", "sidecar")
 
 
+def minor_faults(pid: int) -> int:
+    """Minor page faults one process has taken so far (children excluded), from /proc/<pid>/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2 :].split()[7])  # minflt, field 10
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """``VmRSS`` and ``VmHWM`` of one process, in MB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return tuple(int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
+
+
 async def _main(rounds: int, calls: int) -> None:
     cps: dict[str, list[float]] = {v: [] for v in VARIANTS}
     cpu: dict[str, float] = dict.fromkeys(VARIANTS, 0.0)
+    faults: dict[str, int] = dict.fromkeys(VARIANTS, 0)
+    memory: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
             async with AsyncExitStack() as stack:
@@ -41,18 +57,24 @@ async def _main(rounds: int, calls: int) -> None:
                     line = f"  round {round_index + 1}:"
                     for variant in VARIANTS:
                         pid = hosts[variant].process.pid
-                        before = cpu_sec(pid)
+                        before, faults_before = cpu_sec(pid), minor_faults(pid)
                         cps[variant].append(await _measure_large(hosts[variant], TOOL[variant], calls))
                         cpu[variant] += cpu_sec(pid) - before
+                        faults[variant] += minor_faults(pid) - faults_before
                         line += f" {variant} {cps[variant][-1]:6.1f}/s"
                     print(line, flush=True)
+                memory = {variant: memory_mb(hosts[variant].process.pid) for variant in VARIANTS}
         finally:
             await reap_marked("large_ratio")
     direct, sidecar = median(cps["direct"]), median(cps["sidecar"])
     print(f"1 MB calls/s (median of {rounds} rounds x {calls}): direct {direct:.1f}, sidecar {sidecar:.1f}")
     print(f"sidecar / direct {sidecar / direct:.3f} (target >= 0.8)")
     for variant in VARIANTS:
-        print(f"{variant}: middle process CPU {cpu[variant] / (rounds * calls) * 1e3:.2f} ms per 1 MB call")
+        print(
+            f"{variant}: middle process CPU {cpu[variant] / (rounds * calls) * 1e3:.2f} ms per 1 MB call,"
+            f" {faults[variant] / (rounds * calls):.0f} minor faults per call,"
+            f" RSS {memory[variant][0]:.1f} MB (peak {memory[variant][1]:.1f})"
+        )
 
 
 def main() -> None:

@@ -14,7 +14,8 @@ never waits: it only takes what ``receive_nowait`` hands over.
 ``DirectWrite`` lets a task that is not the writer put lines straight on a
 pipe while the writer task is parked with nothing queued, which saves the two
 task switches of handing each over (the wire splice's answers and requests);
-the lines a pump produces from one chunk it reads are written in one syscall.
+the lines a pump produces from one chunk it reads are written in one syscall,
+and a large line goes out as its pieces in one ``writev``, never joined.
 
 ``PipeReader`` is the pumps' read: it parks first and reads once the pipe is
 readable, one scheduler pass per chunk, into one reused buffer.
@@ -32,7 +33,7 @@ import logging
 import mmap
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import anyio
@@ -46,7 +47,9 @@ PIPE_BYTES: Final = 1 << 20
 MAX_BATCH_MESSAGES: Final = 256
 """Bound on one batch, so a flood of small messages still yields to the writer."""
 MAX_DIRECT_BYTES: Final = 64 * 1024
-"""Lines from this size on always go through the writer task (the wire splice's large-message path)."""
+"""Lines from this size on are not batched by ``try_write`` (the wire splice writes them with ``write_pieces``)."""
+CUT_FROM_COPY_BYTES: Final = 64 * 1024
+"""A whole-lines read from this size on is copied without its final newline (``LineBuffer``)."""
 
 
 class _NowaitSource(Protocol):
@@ -156,6 +159,40 @@ class DirectWrite:
         self.written += len(self._batch)
         self._done()
 
+    def write_pieces(self, pieces: Sequence[bytes | memoryview]) -> bool:
+        """Write one framed line given as ``pieces`` now, in one ``writev``, if the writer is parked (True).
+
+        A large line (``wire_large``: its big member a view of the line read) is
+        then never joined into one more copy, nor handed to the writer task. The
+        batch goes first (``flush``); what the pipe does not take is joined and
+        handed to the writer, still parked on an empty queue, as ``flush`` does.
+        False (nothing written): not bound, or the writer is busy (``flush`` may
+        just have handed it the batch's rest): queue the joined line behind it.
+        """
+        self.flush()
+        if self._fd is None or not _receiver_waiting(self._stream):
+            return False
+        try:
+            written = os.writev(self._fd, pieces)
+        except OSError:  # full (EAGAIN) or broken: the writer writes it, or meets the error and reports it
+            written = 0
+        else:
+            self.writes += 1
+        rest: list[bytes | memoryview] = []
+        for piece in pieces:
+            if written >= len(piece):
+                written -= len(piece)
+            else:
+                rest.append(piece[written:] if written else piece)
+                written = 0
+        if rest:
+            try:
+                self._stream.send_nowait(b"".join(rest))  # parked on an empty queue: taken at once
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                logger.debug("%d bytes for a closing pipe dropped", sum(map(len, rest)))
+        self.written += 1
+        return True
+
     def take(self) -> bytes:
         """The batch, for the writer task to write before anything it was handed (``b""`` if none)."""
         if not self._batch:
@@ -256,7 +293,10 @@ class LineBuffer:
     the same way: it leaves nothing behind in the ``bytearray``, and cutting
     lines out of ``bytes`` costs less than out of a ``bytearray`` (0.4 against
     0.9 us per small line). ``copied_bytes`` counts what was appended to the
-    ``bytearray``.
+    ``bytearray``. Such a chunk of ``CUT_FROM_COPY_BYTES`` or more (a large
+    message's read) is copied without its final newline, which stays implied:
+    when the chunk is one line, that copy is the line itself, so a 1 MB line
+    read into the pump's buffer is copied once, not twice (issue 11).
     """
 
     def __init__(self, max_line_bytes: int | None = None) -> None:
@@ -269,13 +309,16 @@ class LineBuffer:
         self._held = b""
         """A chunk fed while nothing was held, kept as is; lines are cut out of it from ``_held_start``."""
         self._held_start = 0
+        self._held_ends_line = False
+        """The held chunk's final newline was left off its copy: its last line ends at its end."""
         self.overlong = False
         self.scanned_bytes = 0
         self.copied_bytes = 0
 
     def __len__(self) -> int:
         """Bytes held and not yet returned as a line."""
-        return len(self._data) - self._line_start + len(self._held) - self._held_start
+        held = len(self._held) - self._held_start + self._held_ends_line if self._held else 0
+        return len(self._data) - self._line_start + held
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> None:
         """Append ``chunk``; call ``next_line`` until it returns None before feeding again."""
@@ -287,15 +330,25 @@ class LineBuffer:
             self._line_start = 0
         if self._held:  # lines were left in it (``next_line`` was not called until None): buffer them
             self._append(memoryview(self._held)[self._held_start :])
-            self._held, self._held_start = b"", 0
+            if self._held_ends_line:
+                self._append(b"\n")
+            self._release_held()
         if not self._data:
             if type(chunk) is bytes:
                 self._held = chunk
                 return
             if chunk and chunk[-1] == 0x0A:  # whole lines (a pump's read): one copy, then cut as from bytes
-                self._held = bytes(chunk)
+                if len(chunk) < CUT_FROM_COPY_BYTES:
+                    self._held = bytes(chunk)
+                else:  # the newline stays implied: a chunk that is one line is copied once, into the line
+                    with memoryview(chunk) as view:
+                        self._held = bytes(view[:-1])
+                    self._held_ends_line = True
                 return
         self._append(chunk)
+
+    def _release_held(self) -> None:
+        self._held, self._held_start, self._held_ends_line = b"", 0, False
 
     def _append(self, chunk: bytes | bytearray | memoryview) -> None:
         self._data += chunk
@@ -325,20 +378,26 @@ class LineBuffer:
         """``next_line`` from the held chunk; its unfinished tail, searched already, moves into the buffer."""
         held, start = self._held, self._held_start
         end = held.find(b"\n", start)
+        last = end < 0 and self._held_ends_line
+        if last:
+            end = len(held)  # the chunk's own newline, left off the copy
         self.scanned_bytes += (len(held) if end < 0 else end + 1) - start
         if end < 0:
-            self._held, self._held_start = b"", 0
+            self._release_held()
             self._append(memoryview(held)[start:])  # the buffer was empty: the tail is all it holds
             self._searched_to = len(self._data)
             self._check_cap(len(self._data))
             return None
         if self._max_line_bytes is not None and end - start > self._max_line_bytes:
-            self._held, self._held_start = b"", 0
+            self._release_held()
             self._check_cap(end - start)  # over the cap: gives up on the stream
             return None
-        self._held_start = end + 1
+        if last:
+            self._release_held()  # nothing follows its last line
+        else:
+            self._held_start = end + 1
         stop = end - 1 if end > start and held[end - 1] == 0x0D else end
-        return held[start:stop]
+        return held[start:stop]  # the whole copy (a one-line chunk) is returned as it is, not copied again
 
     def _check_cap(self, line_end: int) -> bool:
         """Whether the line from ``_line_start`` to ``line_end`` passes the cap; if so, give up on the stream."""

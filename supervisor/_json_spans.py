@@ -16,9 +16,11 @@ with ``bytes.find`` (C speed, no copy), while proving what it skips well-formed:
   regular expression of the JSON grammar and literals by comparison, so a line
   both accept is one ``json.loads`` accepts too (``from_json`` alone would take
   NaN);
-* a string holding a backslash ends at the first quote an even run of
-  backslashes precedes (found quote by quote up to ``_MAX_QUOTE_HOPS``, then by
-  the stdlib's C ``scanstring`` on the line decoded once; offsets in a
+* a string ends at its first quote no backslash precedes (one ``bytes.find``:
+  its bytes are not also searched for a backslash, so 1 MB of text is one pass,
+  not two); past a quote a backslash precedes, at the first quote an even run
+  of backslashes precedes (found quote by quote up to ``_MAX_QUOTE_HOPS``, then
+  by the stdlib's C ``scanstring`` on the line decoded once; offsets in a
   non-ASCII line are mapped by counting UTF-8 continuation bytes, left to
   right, once).
 
@@ -133,8 +135,8 @@ class _Scanner:
         close = buf.find(_QUOTE, index + 1)
         if close < 0:
             raise Unproven("an unterminated string")
-        if buf.find(_BACKSLASH, index + 1, close) < 0:
-            return close + 1  # no escape: the first quote closes it, and the line check covered its bytes
+        if buf[close - 1] != _BACKSLASH:
+            return close + 1  # a quote no backslash precedes closes it; the line check covered its bytes
         return self._escaped_string_end(index)
 
     def _escaped_string_end(self, index: int) -> int:
@@ -268,10 +270,21 @@ class _Scanner:
 
 
 def _decode(text: bytes) -> Any:
-    """One member's text, decoded by the stdlib (so every value the caller reads is checked twice)."""
+    """One member's text (or a key's), decoded by the stdlib (so every value the caller reads is checked twice).
+
+    A string without a backslash is its bytes between the quotes, decoded as
+    strict UTF-8, and a run of digits is an ``int``: what ``json.loads`` gives
+    for them (the line check proved them well-formed; the scan's grammar, that
+    digits have no leading zero) in a tenth of its time, ~0.3 against ~3 us,
+    which it took for each of the ~13 keys and values of a call's envelope.
+    """
     try:
+        if text[:1] == b'"' and text.find(_BACKSLASH) < 0:
+            return text[1:-1].decode()
+        if text.isdigit():
+            return int(text)
         return json.loads(text)
-    except ValueError as exc:  # e.g. an integer too long to convert
+    except ValueError as exc:  # e.g. an integer too long to convert (UnicodeDecodeError is one too)
         raise Unproven(str(exc)) from None
 
 

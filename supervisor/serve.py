@@ -22,6 +22,9 @@ quarter of the CPU per server connected (issue 11). Until every first
 attempt has ended, full collections wait too, and what the cold start kept is
 then frozen as well (``startup_heap``).
 
+It also fixes glibc's heap thresholds (``_malloc``), so the few 1 MB buffers
+a large spliced call allocates and frees reuse warm pages, with a bounded RSS.
+
 Over stdio, stdout carries only MCP frames: the stdio wire diverts fd 1 to
 stderr while it serves, so a stray print cannot corrupt the protocol.
 """
@@ -36,6 +39,7 @@ from typing import Final, Protocol
 import trio
 from mcp_types import LoggingLevel
 
+from supervisor import _malloc
 from supervisor.admin import AdminEndpoint
 from supervisor.errors import ConfigError, SupervisorError, first_leaf
 from supervisor.front import Front
@@ -86,6 +90,7 @@ async def serve(settings: Settings) -> None:
     Raises:
         SupervisorError: A listener could not be started (the first such error, unwrapped).
     """
+    _malloc.keep_large_buffers_warm()  # 1 MB messages reuse warm heap, within a bound (_malloc)
     gc.freeze()  # start-up's objects live as long as we do: keep them out of every collection (module docstring)
     with defer_full_collections() as heap:
         try:

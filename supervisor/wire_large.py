@@ -4,15 +4,18 @@ A spliced ``tools/call`` (``wire_splice``) whose line is large, typically a
 1 MB argument or result, crosses the sidecar as bytes end to end: the
 envelope is read by ``_json_spans.scan_object`` without decoding the big
 members (which are proven well-formed, not decoded), and the line written on is
-joined once from a few new small pieces and the original bytes of everything
-else (``request_line``, ``answer_line``): no ``decode``/``encode`` of the line,
-no ``json.loads``/``json.dumps`` of the large member, one copy into the output.
+a few new small pieces around views of the original bytes of everything else
+(``request_pieces``, ``answer_pieces``), written with one ``writev`` while the
+pipe's writer task is idle (``_frames.DirectWrite.write_pieces``) and joined
+only when it has to be queued: no ``decode``/``encode`` of the line, no
+``json.loads``/``json.dumps`` of the large member.
 
-Copies of a 1 MB member per direction: the pipe read; the line cut out of the
-chunk read (``_frames.LineBuffer``); the string ``pydantic_core.from_json``
-builds while it proves the line well-formed (dropped at once); the join here;
-the pipe write. Passes that copy nothing: the line buffer's newline search and
-the scan's ``bytes.find`` of the string's closing quote and of a backslash.
+Copies of a 1 MB member per direction: the pipe read; the line copied out of
+the read buffer (``_frames.LineBuffer``: once, the line is that copy); the
+string ``pydantic_core.from_json`` builds while it proves the line well-formed
+(dropped at once); the pipe write. Only a line that must wait for a busy writer
+is joined into one more copy. Passes that copy nothing: the line buffer's
+newline search and the scan's ``bytes.find`` of the string's closing quote.
 
 A line the scan cannot prove (``Unproven``) is decoded whole and carried like a
 small message (``load`` returns None and the caller falls back), so what is
@@ -34,6 +37,8 @@ READ_MEMBERS: Final = {
 }
 """Members of a request's ``params`` and an answer's ``result`` the splice reads (always decoded)."""
 _COMMA: Final = b","
+_SMALL_PIECE_BYTES: Final = 4096
+"""Members shorter than this are copied into the small piece around them rather than written as views."""
 
 
 def load(line: bytes, descend: str) -> tuple[dict[str, Any], dict[str, Span] | None] | None:
@@ -60,23 +65,47 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()  # ASCII: escapes even lone surrogates
 
 
-def request_line(request_id: str, name: str, arguments: memoryview, meta: dict[str, Any]) -> bytes:
+Pieces = list[bytes | memoryview]
+"""A framed line as the buffers it is made of, in order (``os.writev`` takes them as they are)."""
+
+
+def request_pieces(request_id: str, name: str, arguments: memoryview, meta: dict[str, Any]) -> Pieces:
     """A framed ``tools/call`` request whose ``arguments`` is the host's own text of them."""
-    return b"".join((
-        b'{"jsonrpc":"2.0","id":', _dumps(request_id), b',"method":"tools/call","params":{"name":', _dumps(name),
-        b',"arguments":', arguments, b',"_meta":', _dumps(meta), b"}}\n",
-    ))  # fmt: skip
+    return [
+        b"".join((b'{"jsonrpc":"2.0","id":', _dumps(request_id), b',"method":"tools/call","params":{"name":',
+                  _dumps(name), b',"arguments":')),
+        arguments,
+        b"".join((b',"_meta":', _dumps(meta), b"}}\n")),
+    ]  # fmt: skip
 
 
-def answer_line(request_id: str | int, text: memoryview, members: dict[str, Span], replace: dict[str, Any]) -> bytes:
-    """A framed answer whose ``result`` is ``members`` (slices of ``text``), ``replace``'s values instead or added."""
-    parts: list[bytes | memoryview] = [b'{"jsonrpc":"2.0","id":', _dumps(request_id), b',"result":{']
+def answer_pieces(request_id: str | int, text: memoryview, members: dict[str, Span], replace: dict[str, Any]) -> Pieces:
+    """A framed answer whose ``result`` is ``members`` (slices of ``text``), ``replace``'s values instead or added.
+
+    Small pieces next to each other are joined, so a ``writev`` gets one piece per large member and a few around them.
+    """
+    pieces: Pieces = []
+    small: list[bytes] = [b'{"jsonrpc":"2.0","id":', _dumps(request_id), b',"result":{']
     for key, (_, start, end) in members.items():
-        parts += (_dumps(key), b":", _dumps(replace[key]) if key in replace else text[start:end], _COMMA)
+        small += (_dumps(key), b":")
+        if key in replace:
+            small.append(_dumps(replace[key]))
+        elif end - start < _SMALL_PIECE_BYTES:
+            small.append(bytes(text[start:end]))
+        else:
+            pieces += (b"".join(small), text[start:end])
+            small = []
+        small.append(_COMMA)
     for key, value in replace.items():
         if key not in members:
-            parts += (_dumps(key), b":", _dumps(value), _COMMA)
-    if parts[-1] is _COMMA:
-        parts.pop()
-    parts.append(b"}}\n")
-    return b"".join(parts)
+            small += (_dumps(key), b":", _dumps(value), _COMMA)
+    if small and small[-1] is _COMMA:
+        small.pop()
+    small.append(b"}}\n")
+    pieces.append(b"".join(small))
+    return pieces
+
+
+def join(pieces: Pieces) -> bytes:
+    """The line ``pieces`` make, as one buffer (for a writer that is busy: it is queued)."""
+    return b"".join(pieces)

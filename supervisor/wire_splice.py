@@ -248,8 +248,9 @@ class UpstreamSplice:
         """
         if self._stdin is None or self._envelope is None or self._lost:
             return False
-        if arguments_text is not None:
-            line = wire_large.request_line(call.upstream_id, raw_name, arguments_text, self._envelope)
+        if arguments_text is not None:  # large: its own path (_submit_large)
+            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, self._envelope)
+            return self._submit_large(call, pieces)
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
             start = '{"jsonrpc":"2.0","id":"' + call.upstream_id + '","method":"tools/call","params":{"name":'
             tail = self._envelope_tail
@@ -264,6 +265,19 @@ class UpstreamSplice:
         else:
             try:
                 self._stdin.send_nowait(line)
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return False
+        self._pending[call.upstream_id] = call
+        self._order.append(call)
+        self._wake.set()
+        return True
+
+    def _submit_large(self, call: SplicedCall, pieces: wire_large.Pieces) -> bool:
+        """``submit`` of a large request: written at once, without a join, while the stdin writer is idle."""
+        assert self._stdin is not None
+        if not self.direct.write_pieces(pieces):
+            try:
+                self._stdin.send_nowait(wire_large.join(pieces))
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return False
         self._pending[call.upstream_id] = call
@@ -375,8 +389,9 @@ class UpstreamSplice:
             await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
             return
         edited = {key: restamped[key] for key in ("_meta", "resultType")}
-        line = wire_large.answer_line(call.host_id, spans.text, spans.inner, edited)
-        await call.host.answer_line(call, outcome, line)
+        pieces = wire_large.answer_pieces(call.host_id, spans.text, spans.inner, edited)
+        if not call.host.answer_now(call, outcome, pieces):
+            await call.host.answer_line(call, outcome, wire_large.join(pieces))
 
 
 @dataclass(eq=False)
@@ -567,6 +582,20 @@ class HostSplice:
             logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
         finally:
             self._finish(call, outcome)
+
+    def answer_now(self, call: SplicedCall, outcome: CallOutcome, pieces: wire_large.Pieces) -> bool:
+        """Write a large answer to ``call`` (``pieces``) at once if the host wire's writer is idle.
+
+        True: written (or owed no answer: the host cancelled the call); False:
+        nothing done, answer with ``answer_line`` (the writer is busy).
+        """
+        if self._by_host_id.get(call.host_id) is not call:
+            return True  # cancelled by the host meanwhile: JSON-RPC wants no answer
+        if self._out is None or not self.direct.write_pieces(pieces):
+            return False
+        del self._by_host_id[call.host_id]
+        self._finish(call, outcome)
+        return True
 
     async def fail(self, call: SplicedCall, outcome: CallOutcome, kind: str, text: str) -> None:
         """Answer ``call`` with the general path's error result carrying ``text``."""

@@ -44,6 +44,9 @@ class _Host:
     async def answer(self, call: SplicedCall, outcome: str, message: dict[str, Any]) -> None:
         self.answers.append(message)
 
+    def answer_now(self, call: SplicedCall, outcome: str, pieces: list[bytes | memoryview]) -> bool:
+        return False  # a busy host wire: the joined line goes to answer_line
+
     async def answer_line(self, call: SplicedCall, outcome: str, line: bytes) -> None:
         self.lines.append(line)
 
