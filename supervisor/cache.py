@@ -53,8 +53,8 @@ import trio
 from mcp.client.caching import CacheConfig, CacheEntry, CacheKey, CacheMode
 
 from supervisor.fleet_scripts import target_id
-from supervisor.fleet_store import Capture, StoreState, new_origin
 from supervisor.fleet_sync import FleetLink
+from supervisor.fleet_types import Capture, StoreState, new_origin
 from supervisor.registry import Kind
 from supervisor.settings import CatalogStoreSettings, ServerSettings
 

@@ -26,8 +26,7 @@ import logging
 import secrets
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 import coredis
@@ -38,12 +37,12 @@ from coredis.retry import NoRetryPolicy
 from supervisor import fleet_scripts as scripts
 from supervisor._coredis_compat import patch_connection_cleanup
 from supervisor.errors import CatalogStoreUnavailable
+from supervisor.fleet_types import Capture, FleetRead, StoreState, new_origin
 from supervisor.settings import CatalogStoreSettings
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-StoreState = Literal["connecting", "up", "down"]
 PROBE_INITIAL_SEC: Final = 0.1
 PROBE_MAX_SEC: Final = 5.0
 CONNECT_BOUND_SEC: Final = 1.0
@@ -59,23 +58,6 @@ _FAILURES: Final = (
     anyio.ClosedResourceError,  # a pooled connection torn down under us
     anyio.BrokenResourceError,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:
-    """The epoch and generation of one (target, method), read before a fetch."""
-
-    epoch: str
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class FleetRead:
-    """One entry read back: the payload is trusted only if its epoch and generation are current."""
-
-    capture: Capture
-    payload: str | None
-    pttl_ms: int
 
 
 class FleetStore:
@@ -347,6 +329,4 @@ def _list(reply: object, length: int) -> list[Any]:
     return list(reply)
 
 
-def new_origin() -> str:
-    """A fresh id for this sidecar process."""
-    return secrets.token_hex(6)
+__all__ = ["Capture", "FleetRead", "FleetStore", "StoreState", "new_origin"]

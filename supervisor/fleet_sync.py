@@ -41,7 +41,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import mcp_types as types
 import trio
@@ -49,9 +49,12 @@ from mcp.client.caching import CacheEntry, CacheMode
 
 from supervisor.errors import CatalogStoreUnavailable
 from supervisor.fleet_scripts import FleetEvent
-from supervisor.fleet_store import Capture, FleetStore, StoreState
-from supervisor.fleet_subscriber import FleetSubscriber
+from supervisor.fleet_types import Capture, StoreState
 from supervisor.settings import CatalogStoreSettings
+
+if TYPE_CHECKING:
+    from supervisor.fleet_store import FleetStore
+    from supervisor.fleet_subscriber import FleetSubscriber
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +105,14 @@ class FleetLink:
         """``evict_local(tid, method)`` drops the local entries of every server on that target,
         ``servers_of(tid)`` names those servers, and ``resync(server, mode, method)`` asks a
         server's actor for a sync through its mailbox."""
-        self.store = FleetStore(settings, origin=origin, on_state=self._on_state)
-        self.subscriber = FleetSubscriber(self.store, on_event=self.on_event, on_rebuilt=self._compare_soon)
+        # Imported here: only a sidecar with a Redis store loads coredis (``fleet_types``).
+        from supervisor.fleet_store import FleetStore  # noqa: PLC0415
+        from supervisor.fleet_subscriber import FleetSubscriber  # noqa: PLC0415
+
+        self.store: FleetStore = FleetStore(settings, origin=origin, on_state=self._on_state)
+        self.subscriber: FleetSubscriber = FleetSubscriber(
+            self.store, on_event=self.on_event, on_rebuilt=self._compare_soon
+        )
         self._evict_local = evict_local
         self._servers_of = servers_of
         self._resync = resync
