@@ -362,12 +362,20 @@ class UpstreamSplice:
         calls = list(self._pending.values())
         self._pending.clear()
         self._order.clear()
-        for call in calls:  # each answer's write is shielded: a cancelled caller still answers them all
+        cancelled: trio.Cancelled | None = None
+        for call in calls:
             call.done = True
             text = f"server {self.server!r}: connection lost during tools/call {call.tool.raw_name}"
-            await call.host.fail(call, "unavailable", "UpstreamUnavailable", text)
+            try:
+                await call.host.fail(call, "unavailable", "UpstreamUnavailable", text)
+            except trio.Cancelled as exc:
+                # The calls left the tables above: nobody else will answer them. Once cancelled, each
+                # answer is still written (shielded, bounded: ``HostSplice.answer_line``); then re-raise.
+                cancelled = exc
         if calls:
             logger.debug("server=%s %d spliced call(s) failed: %s", self.server, len(calls), reason)
+        if cancelled is not None:
+            raise cancelled
 
     async def deliver(self, call: SplicedCall, message: dict[str, Any], spans: _Spans | None = None) -> None:
         """Answer the host with the upstream's answer ``message`` to ``call``."""
