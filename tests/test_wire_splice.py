@@ -10,6 +10,7 @@ covered by ``test_fidelity_routing``'s cancellation test (stdio front, 2026 x
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from collections.abc import AsyncIterator
@@ -297,24 +298,29 @@ async def test_a_handshake_era_hosts_first_page_list_is_answered_on_the_splice_i
             )
             negotiated = (await host.answered(2))["result"]["protocolVersion"]
             sdk_answer = (await host.answered(3))["result"]
-            # Lists go to the SDK (which fills the encoded catalog once the start-up settled) until
-            # one is answered on the splice.
-            spliced_before, request_id = "", 3
-            while "tools/list answered on the wire splice" not in spliced_before:
-                request_id += 1
-                await host.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}))
-                first_spliced = (await host.answered(request_id))["result"]
-                spliced_before = capfd.readouterr().err
-            ids = range(request_id + 1, request_id + 4)
-            lines = [
-                '"method":"tools/list"',
-                '"method":"tools/list","params":{"_meta":{"progressToken":"p"}}',
-                '"method":"tools/list","params":{"cursor":"nope"}',
-            ]
-            answers = []
-            for answer_id, line in zip(ids, lines, strict=True):  # one at a time: each finds the cache full
-                await host.send(f'{{"jsonrpc":"2.0","id":{answer_id},{line}}}')
-                answers.append((await host.answered(answer_id))["result"])
+            request_ids = itertools.count(4)
+
+            async def listed(params: str) -> tuple[dict[str, Any], bool]:
+                """One list with ``params`` (JSON text, or "" for none); whether the splice answered it."""
+                request_id = next(request_ids)
+                await host.send(f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/list"{params}}}')
+                answer = (await host.answered(request_id))["result"]
+                return answer, "tools/list answered on the wire splice" in capfd.readouterr().err
+
+            async def listed_on_the_splice(params: str) -> dict[str, Any]:
+                # The SDK answers until the encoded catalog is filled (once the start-up settled), and
+                # whenever the wire's writer is busy (e.g. with a notification): then the next one.
+                while True:
+                    answer, spliced = await listed(params)
+                    if spliced:
+                        return answer
+
+            capfd.readouterr()
+            first_spliced = await listed_on_the_splice(',"params":{}')
+            no_params = await listed_on_the_splice("")
+            # A progress token or a cursor is the SDK's (which ignores a cursor it never issued).
+            with_meta, meta_spliced = await listed(',"params":{"_meta":{"progressToken":"p"}}')
+            with_cursor, cursor_spliced = await listed(',"params":{"cursor":"nope"}')
             await proc.stdin.aclose()
             assert await proc.wait() == 0
         finally:
@@ -324,10 +330,9 @@ async def test_a_handshake_era_hosts_first_page_list_is_answered_on_the_splice_i
     assert "error" in early, early
     assert negotiated == "2025-06-18"
     assert len(sdk_answer["tools"]) == 6
-    assert [first_spliced, *answers] == [sdk_answer] * 4
-    # Of the three, only the list without params was answered on the splice (a cursor or any
-    # _meta is the SDK's: it ignores a cursor it never issued, as this one was).
-    assert capfd.readouterr().err.count("tools/list answered on the wire splice") == 1
+    assert [first_spliced, no_params, with_meta, with_cursor] == [sdk_answer] * 4
+    assert not meta_spliced
+    assert not cursor_spliced
 
 
 def test_a_spliced_line_keeps_non_ascii_text_as_utf8_and_escapes_only_what_utf8_cannot_hold() -> None:
