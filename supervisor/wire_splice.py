@@ -102,9 +102,26 @@ def _utf8_line(build: Callable[[Callable[[Any], str]], str]) -> bytes:
         return build(_encode_ascii).encode()
 
 
+def _json(value: Any) -> bytes:
+    """``value`` as compact JSON in UTF-8: the text ``_utf8_line`` makes of it, in a quarter of the time.
+
+    ``pydantic_core.to_json`` writes what ``json.dumps`` writes with our options
+    for every value a JSON parse yields (the same escapes, non-ASCII text as
+    itself, ``NaN`` and ``Infinity`` as ``inf_nan_mode="constants"`` spells them),
+    except a float's exponent (``1e-5`` for ``1e-05``: the same number). It
+    refuses a lone surrogate (UTF-8 has no bytes for it) and nesting beyond its
+    depth limit; such a value is encoded by ``_utf8_line``, as before.
+    ``tests/test_splice_encoding.py`` holds it to ``json.dumps``.
+    """
+    try:
+        return pydantic_core.to_json(value, inf_nan_mode="constants")
+    except ValueError:  # PydanticSerializationError
+        return _utf8_line(lambda encode: encode(value))
+
+
 def frame(message: Mapping[str, Any]) -> bytes:
     """One JSON-RPC message as one line."""
-    return _utf8_line(lambda encode: encode(message) + "\n")
+    return _json(message) + b"\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +224,7 @@ class UpstreamSplice:
         self.timeout_sec = timeout_sec
         self._stdin: MemoryObjectSendStream[Any] | None = None
         self._envelope: dict[str, Any] | None = None
-        self._envelope_tail = ""
+        self._envelope_tail = b""
         """``,"_meta":<envelope>}}`` and the line's end: the part of every small request line that never changes."""
         self._pending: dict[str, SplicedCall] = {}
         self._order: deque[SplicedCall] = deque()
@@ -225,7 +242,7 @@ class UpstreamSplice:
     def set_envelope(self, envelope: dict[str, Any]) -> None:
         """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
         self._envelope = envelope
-        self._envelope_tail = ',"_meta":' + _encode_ascii(envelope) + "}}\n"
+        self._envelope_tail = b',"_meta":' + _encode_ascii(envelope).encode() + b"}}\n"
 
     @property
     def ready(self) -> bool:
@@ -247,14 +264,12 @@ class UpstreamSplice:
         if arguments_text is not None:
             line = wire_large.request_line(call.upstream_id, raw_name, arguments_text, self._envelope)
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
-            start = '{"jsonrpc":"2.0","id":"' + call.upstream_id + '","method":"tools/call","params":{"name":'
-            tail = self._envelope_tail
-
-            def build(encode: Callable[[Any], str]) -> str:
-                arguments_text = "" if arguments is None else ',"arguments":' + encode(arguments)
-                return start + encode(raw_name) + arguments_text + tail
-
-            line = _utf8_line(build)
+            line = b"".join((
+                b'{"jsonrpc":"2.0","id":"', call.upstream_id.encode(), b'","method":"tools/call","params":{"name":',
+                _json(raw_name),
+                b"" if arguments is None else b',"arguments":' + _json(arguments),
+                self._envelope_tail,
+            ))  # fmt: skip
         if self.direct.try_write(line):
             call.host.batched(self.direct)
         else:
