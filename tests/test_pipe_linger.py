@@ -2,7 +2,8 @@
 
 * ``PipeReader.receive(linger_sec)`` sleeps first, then takes what arrived
   without parking; after a linger that found nothing the next read parks at once.
-* The host wire's reader asks its ``linger`` before each read.
+* The host wire's reader asks its ``linger`` before each read, and so does an
+  upstream's stdout pump (its splice's ``linger_sec``).
 * The splice asks for a linger only with ``LINGER_FROM_CALLS`` calls in flight,
   so a lone call (c1) never waits.
 """
@@ -10,17 +11,24 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
 import anyio
+import mcp_types as types
+import pytest
 import trio
 import trio.testing
+from mcp.shared.message import SessionMessage
 
 from supervisor._frames import PipeReader
 from supervisor._stdio_wire import _pump_wire_to_stream
+from supervisor.settings import ServerSettings
+from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
 from supervisor.wire_splice import LINGER_FROM_CALLS, LINGER_SEC, HostSplice, SplicedCall, UpstreamSplice
+from tests.e2e import MARK_ENV
 
 
 @contextmanager
@@ -146,3 +154,29 @@ def test_a_host_asks_its_wire_reader_to_linger_only_with_many_calls_in_flight() 
     assert splice.linger_sec() == LINGER_SEC
     del splice._by_host_id[0]  # answered (answer_line) or cancelled (_take_cancel)
     assert splice.linger_sec() == 0.0
+
+
+class _AskedSplice(UpstreamSplice):
+    """Counts how often the stdout pump asks how long to linger (and says: not at all)."""
+
+    asked = 0
+
+    def linger_sec(self) -> float:
+        self.asked += 1
+        return 0.0
+
+
+@pytest.mark.e2e
+async def test_an_upstream_stdout_pump_asks_its_splice_how_long_to_linger_before_it_reads() -> None:
+    notice = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}'
+    code = f"import sys\nsys.stdout.buffer.write({notice!r} + b'\\n')\nsys.stdout.flush()\nsys.stdin.read()\n"
+    settings = ServerSettings(
+        name="fx", command=sys.executable, args=["-c", code], env={MARK_ENV: os.environ[MARK_ENV]}
+    )
+    splice = _AskedSplice("fx", 60.0)
+    with trio.fail_after(15):
+        async with open_stdio_transport(settings, TransportHealth(), splice=splice) as (read, _write):
+            item = await read.receive()
+            assert isinstance(item, SessionMessage)
+            assert isinstance(item.message, types.JSONRPCNotification)
+    assert splice.asked >= 1
