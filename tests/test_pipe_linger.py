@@ -28,7 +28,7 @@ from supervisor._stdio_wire import _pump_wire_to_stream
 from supervisor.settings import ServerSettings
 from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
 from supervisor.wire_splice import LINGER_FROM_CALLS, LINGER_SEC, HostSplice, SplicedCall, UpstreamSplice
-from tests.e2e import MARK_ENV
+from tests.e2e import MARK_ENV, scaled
 
 
 @contextmanager
@@ -44,7 +44,7 @@ def _pipe() -> Iterator[tuple[trio.lowlevel.FdStream, int]]:
 async def test_a_lingering_reader_takes_what_arrives_while_it_waits_in_one_read(
     mock_clock: trio.testing.MockClock,
 ) -> None:
-    with _pipe() as (stream, write_fd), trio.fail_after(5):
+    with _pipe() as (stream, write_fd), trio.fail_after(scaled(5)):
         reader = PipeReader(stream, 1 << 16)
         got: list[bytes] = []
 
@@ -65,7 +65,7 @@ async def test_a_lingering_reader_takes_what_arrives_while_it_waits_in_one_read(
 async def test_after_a_linger_that_found_nothing_the_next_read_parks_at_once(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    with _pipe() as (stream, write_fd), trio.fail_after(60):
+    with _pipe() as (stream, write_fd), trio.fail_after(scaled(60)):
         reader = PipeReader(stream, 1 << 16)
         async with trio.open_nursery() as nursery:
 
@@ -89,7 +89,7 @@ async def test_after_a_linger_that_found_nothing_the_next_read_parks_at_once(
 
 
 async def test_a_lingering_reader_is_cancellable_while_it_waits() -> None:
-    with _pipe() as (stream, write_fd), trio.fail_after(5):
+    with _pipe() as (stream, write_fd), trio.fail_after(scaled(5)):
         reader = PipeReader(stream, 1 << 16)
         os.write(write_fd, b"waiting\n")
         with trio.CancelScope() as scope:
@@ -102,7 +102,7 @@ async def test_a_lingering_reader_is_cancellable_while_it_waits() -> None:
 async def test_the_host_wire_reader_lingers_as_long_as_it_is_told_before_each_read(
     mock_clock: trio.testing.MockClock,
 ) -> None:
-    with _pipe() as (stream, write_fd), trio.fail_after(5):
+    with _pipe() as (stream, write_fd), trio.fail_after(scaled(5)):
         lines: list[bytes] = []
         chunks: list[list[bytes]] = []
 
@@ -174,7 +174,7 @@ async def test_an_upstream_stdout_pump_asks_its_splice_how_long_to_linger_before
         name="fx", command=sys.executable, args=["-c", code], env={MARK_ENV: os.environ[MARK_ENV]}
     )
     splice = _AskedSplice("fx", 60.0)
-    with trio.fail_after(15):
+    with trio.fail_after(scaled(15)):
         async with open_stdio_transport(settings, TransportHealth(), splice=splice) as (read, _write):
             item = await read.receive()
             assert isinstance(item, SessionMessage)
