@@ -106,9 +106,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--c32-only", action="store_true", help="skip the c1 calls")
+    parser.add_argument("--levels", help="concurrency levels, comma-separated (default: 1,32)")
     parser.add_argument("--direct", action="store_true", help="the host calls the fixture itself (no sidecar)")
     args = parser.parse_args()
     levels = (CONCURRENCY,) if args.c32_only else (1, CONCURRENCY)
+    if args.levels:
+        levels = tuple(int(level) for level in args.levels.split(","))
     trio.run(_main, args.python, args.calls, args.rounds, levels, args.direct)
 
 
