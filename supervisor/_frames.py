@@ -18,7 +18,9 @@ the lines a pump produces from one chunk it reads are written in one syscall,
 and a large line goes out as its pieces in one ``writev``, never joined.
 
 ``PipeReader`` is the pumps' read: it parks first and reads once the pipe is
-readable, one scheduler pass per chunk, into one reused buffer.
+readable, one scheduler pass per chunk, into one reused buffer. Under load a
+pump asks it to linger a moment before reading instead, so that one wake-up
+takes several of its peer's writes.
 
 Nothing here awaits, so under trio each call is atomic; a ``LineBuffer`` belongs
 to the one task that reads its stream.
@@ -226,12 +228,24 @@ class PipeReader:
         self._stream = stream
         self._max_bytes = max_bytes
         self._buffer: mmap.mmap | None = None
+        self._lingered_in_vain = False
+        """The last lingering read found nothing: the next read parks at once (a quiet peer costs no more wake-ups)."""
         if isinstance(stream, trio.lowlevel.FdStream):
             self._buffer = mmap.mmap(-1, max_bytes)
             self._view = memoryview(self._buffer)
 
-    async def receive(self) -> bytes | bytearray | memoryview:
+    async def receive(self, linger_sec: float = 0.0) -> bytes | bytearray | memoryview:
         """The next chunk (empty at EOF); a view into the reused buffer, valid until the next call.
+
+        Args:
+            linger_sec: If above 0, sleep this long first (the checkpoint), then
+                take whatever arrived meanwhile without parking; park only if
+                nothing did. A pump whose peer writes one message at a time
+                takes several of them in one wake-up this way (the pumps ask for
+                it only under load: ``wire_splice.LINGER_FROM_CALLS``). After a
+                linger that found nothing the next read parks at once, so a
+                peer that is slow to write costs at most every other read a
+                wasted wait.
 
         Raises:
             trio.ClosedResourceError: The stream was closed (by us).
@@ -239,21 +253,40 @@ class PipeReader:
         """
         if self._buffer is None:
             return await self._stream.receive_some(self._max_bytes)
-        assert isinstance(self._stream, trio.lowlevel.FdStream)
-        fd = self._stream.fileno()
-        if fd < 0:
-            raise trio.ClosedResourceError("file was already closed")
+        fd = self._fileno()
+        if linger_sec > 0 and not self._lingered_in_vain:
+            await trio.sleep(linger_sec)
+            fd = self._fileno()
+            count = self._read_nowait(fd)
+            self._lingered_in_vain = count is None
+            if count is not None:
+                return self._view[:count]
+        else:
+            self._lingered_in_vain = False
         while True:
             await trio.lowlevel.wait_readable(fd)
-            try:
-                count = os.readv(fd, (self._buffer,))
-            except BlockingIOError:
-                continue  # a spurious report: park again
-            except OSError as exc:
-                if exc.errno == errno.EBADF:
-                    raise trio.ClosedResourceError("file was already closed") from None
-                raise trio.BrokenResourceError from exc
-            return self._view[:count]
+            count = self._read_nowait(fd)
+            if count is not None:
+                return self._view[:count]
+
+    def _fileno(self) -> int:
+        assert isinstance(self._stream, trio.lowlevel.FdStream)
+        fd = self._stream.fileno()
+        if fd < 0:  # closed, maybe while we slept: the number may name another file by now
+            raise trio.ClosedResourceError("file was already closed")
+        return fd
+
+    def _read_nowait(self, fd: int) -> int | None:
+        """One ``readv`` into the buffer: the bytes read, or None if there were none to read."""
+        assert self._buffer is not None
+        try:
+            return os.readv(fd, (self._buffer,))
+        except BlockingIOError:
+            return None  # nothing yet (or a spurious report): park
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("file was already closed") from None
+            raise trio.BrokenResourceError from exc
 
 
 def widen_pipe(pipe: object) -> None:

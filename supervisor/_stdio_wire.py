@@ -44,6 +44,8 @@ Intercept = Callable[[bytes], bool]
 """Sees each incoming line first, synchronously; True takes it off the wire (``wire_splice``)."""
 Flush = Callable[[], None]
 """Writes what ``Intercept`` batched (``wire_splice``): called after each chunk, and before the reader awaits."""
+Linger = Callable[[], float]
+"""How long the reader waits before its next read, so one wake-up takes several lines (``wire_splice``, under load)."""
 
 _DRAIN_GRACE_SEC = 5.0
 _READ_CHUNK_BYTES = 1 << 20  # a large request in a few wake-ups
@@ -54,19 +56,21 @@ async def _pump_wire_to_stream(
     out: MemoryObjectSendStream[SessionMessage | Exception],
     intercept: Intercept | None = None,
     flush: Flush | None = None,
+    linger: Linger | None = None,
 ) -> None:
     """Split the wire into lines and deliver each as a parsed message (or its parse error).
 
     A line ``intercept`` takes (returns True for) is not parsed or delivered;
     ``flush`` runs once the chunk's lines are handled and before each wait for
     the server, so what ``intercept`` batched never waits on anything.
+    ``linger``, asked before each read, says how long to wait before reading.
     """
     lines = LineBuffer()  # no cap: the host is the party this process serves
     reader = PipeReader(wire, _READ_CHUNK_BYTES)
     async with out:
         while True:
             try:
-                chunk = await reader.receive()
+                chunk = await reader.receive(linger() if linger is not None else 0.0)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             if not chunk:
@@ -122,7 +126,10 @@ async def _pump_stream_to_wire(
 
 @asynccontextmanager
 async def open_stdio_wire(
-    intercept: Intercept | None = None, direct: DirectWrite | None = None, flush: Flush | None = None
+    intercept: Intercept | None = None,
+    direct: DirectWrite | None = None,
+    flush: Flush | None = None,
+    linger: Linger | None = None,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP frames over this process's stdin/stdout, cancellably.
 
@@ -134,6 +141,8 @@ async def open_stdio_wire(
             the writer task when it is idle; the writer writes its batch first.
         flush: Called by the reader after each chunk and before it waits for
             the server (``intercept``'s batched writes).
+        linger: Asked by the reader before each read: seconds to wait first,
+            so that one wake-up takes several lines (0: read when readable).
 
     Yields:
         `(read, write)`: `read` yields each incoming `SessionMessage` (or the
@@ -155,7 +164,7 @@ async def open_stdio_wire(
     drained = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send, intercept, flush)
+            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send, intercept, flush, linger)
             nursery.start_soon(_pump_stream_to_wire, write_recv, wire_out, drained, direct)
             if direct is not None:
                 direct.bind(wire_out.fileno(), write_send)

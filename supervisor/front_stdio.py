@@ -166,7 +166,10 @@ class StdioHostLink:
         front, splice = self._front, self.splice
         try:
             async with (
-                open_stdio_wire(splice.on_line, splice.direct, splice.flush_requests) as (wire_read, wire_write),
+                open_stdio_wire(splice.on_line, splice.direct, splice.flush_requests, splice.linger_sec) as (
+                    wire_read,
+                    wire_write,
+                ),
                 trio.open_nursery() as relay_nursery,
             ):
                 self.splice.attach(wire_write.clone())

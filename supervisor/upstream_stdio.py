@@ -216,7 +216,7 @@ async def open_stdio_transport(
 
         async with to_session:
             reader = PipeReader(proc.stdout, _READ_CHUNK_BYTES)
-            while chunk := await reader.receive():
+            while chunk := await reader.receive(splice.linger_sec() if splice is not None else 0.0):
                 lines.feed(chunk)
                 while (line := lines.next_line()) is not None:
                     if not line.strip():

@@ -1,0 +1,83 @@
+"""The wire splice encodes with ``pydantic_core.to_json``: the text must be what ``json.dumps`` wrote (issue 11).
+
+``wire_splice._json`` is the splice's encoder for answers, request arguments and
+tool names. Every value it gets comes from a JSON parse (or is our own stamp),
+and the host must see the same JSON the ``json.dumps`` encoder wrote before:
+the same bytes, except a float's exponent spelling (the same number), and the
+values ``to_json`` refuses (a lone surrogate, deep nesting) encoded as before.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import anyio
+import pydantic_core
+import pytest
+
+from supervisor.wire_splice import SplicedCall, UpstreamSplice, _json, frame
+
+
+def _dumps(value: Any) -> bytes:
+    """What the splice wrote before: ``json.dumps`` with its options."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+PARSED: tuple[bytes, ...] = (
+    b'{"content":[{"type":"text","text":"x"}],"isError":false,"resultType":"complete"}',
+    b'{"text":"caf\\u00e9 \xe2\x82\xac \xf0\x9f\x98\x80 \\u2028 \\u007f \\u0000 \\u001f \\/ \\" \\\\ \\b\\f\\n\\r\\t"}',
+    b'{"n":[0,-1,9007199254740993,123456789012345678901234567890,-0.0,0.1,1.5,1e+16,1e300,2.5e-300]}',
+    b'{"deep":[[[{"a":null,"b":true,"c":false,"d":{},"e":[]}]]],"":"empty key","k\\u00e9y":1}',
+)
+
+
+@pytest.mark.parametrize("text", PARSED)
+def test_the_splice_writes_what_json_dumps_wrote_for_what_a_json_parse_yields(text: bytes) -> None:
+    for value in (pydantic_core.from_json(text), json.loads(text)):
+        assert _json(value) == _dumps(value)
+        assert frame(value) == _dumps(value) + b"\n"
+
+
+def test_a_float_may_spell_its_exponent_differently_but_stays_the_same_number() -> None:
+    values = [1e-05, 1e-07, 5e-324, 1.7976931348623157e308, 0.30000000000000004, 1e21]
+    assert json.loads(_json(values)) == values
+
+
+def test_nan_and_infinity_are_written_as_json_dumps_writes_them() -> None:
+    value = pydantic_core.from_json(b"[NaN,Infinity,-Infinity]", allow_inf_nan=True)
+    assert _json(value) == b"[NaN,Infinity,-Infinity]" == _dumps(value)
+
+
+def test_a_lone_surrogate_is_written_escaped_as_it_arrived() -> None:
+    # UTF-8 has no bytes for it: to_json refuses it, and the line is written as before.
+    value = json.loads('{"text":"\\ud800 \\u00e9"}')
+    assert _json(value) == b'{"text":"\\ud800 \\u00e9"}'
+    assert json.loads(_json(value)) == value
+
+
+def test_nesting_deeper_than_the_fast_encoder_takes_is_still_written() -> None:
+    text = "[" * 400 + "]" * 400  # json.loads takes it; to_json stops at a depth limit
+    value = json.loads(text)
+    assert _json(value) == text.encode()
+
+
+def test_a_spliced_request_line_is_the_frame_of_its_message() -> None:
+    # submit() assembles the line from pieces; it must be the message frame() writes.
+    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "x": {"name": "mcp", "v": [1, 2]}}
+    splice = UpstreamSplice("srv", 60.0)
+    send, receive = anyio.create_memory_object_stream[Any](4)
+    splice.attach(send, None)
+    splice.set_envelope(envelope)
+    arguments: dict[str, Any] = {"text": "\u20ac \u2028", "n": [1, 2.5, None]}
+    with send, receive:  # nothing here awaits: it cannot hang
+        for raw_name, args in (("echo \u00e9", arguments), ("no-arguments", None)):
+            call = SplicedCall(1, splice.new_id(), cast(Any, None), cast(Any, None), 0.0, 60.0, cast(Any, None))
+            assert splice.submit(call, raw_name, args)
+            params: dict[str, Any] = {"name": raw_name}
+            if args is not None:
+                params["arguments"] = args
+            message = {"jsonrpc": "2.0", "id": call.upstream_id, "method": "tools/call", "params": params}
+            expected = {**message, "params": {**params, "_meta": envelope}}
+            line = receive.receive_nowait()
+            assert line == frame(expected)
