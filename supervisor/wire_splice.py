@@ -52,13 +52,11 @@ import itertools
 import json
 import logging
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
-import pydantic_core
 import trio
 from mcp import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
@@ -66,8 +64,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor import wire_large
 from supervisor._frames import DirectWrite
-from supervisor._json_spans import Span
 from supervisor.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
+from supervisor.wire_codec import Spans, encode_ascii, frame, load, to_json
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -108,97 +106,6 @@ pump it crosses, and at most about 1.3 ms: trio's run loop sleeps in
 with nothing else to do wakes after about 1 ms; a busy one, at the first pass of
 its run loop after the deadline.
 """
-
-_BIG_LINE_BYTES: Final = 64 * 1024
-"""From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
-
-
-_encode_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
-_encode_ascii = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees)."""
-
-
-def _utf8_line(build: Callable[[Callable[[Any], str]], str]) -> bytes:
-    """The line ``build`` assembles with a JSON encoder, as UTF-8: non-ASCII text crosses as itself.
-
-    A string the host or a server sent as an escaped lone surrogate (valid JSON
-    text, ``"\\ud800"``) decodes to a ``str`` UTF-8 cannot encode: then the line
-    is built again with every non-ASCII character escaped, as it arrived.
-    """
-    try:
-        return build(_encode_utf8).encode()
-    except UnicodeEncodeError:
-        return build(_encode_ascii).encode()
-
-
-def _json(value: Any) -> bytes:
-    """``value`` as compact JSON in UTF-8: the text ``_utf8_line`` makes of it, in a quarter of the time.
-
-    ``pydantic_core.to_json`` writes what ``json.dumps`` writes with our options
-    for every value a JSON parse yields (the same escapes, non-ASCII text as
-    itself, ``NaN`` and ``Infinity`` as ``inf_nan_mode="constants"`` spells them),
-    except a float's exponent (``1e-5`` for ``1e-05``: the same number). It
-    refuses a lone surrogate (UTF-8 has no bytes for it) and nesting beyond its
-    depth limit; such a value is encoded by ``_utf8_line``, as before.
-    ``tests/test_splice_encoding.py`` holds it to ``json.dumps``.
-    """
-    try:
-        return pydantic_core.to_json(value, inf_nan_mode="constants")
-    except ValueError:  # PydanticSerializationError
-        return _utf8_line(lambda encode: encode(value))
-
-
-def frame(message: Mapping[str, Any]) -> bytes:
-    """One JSON-RPC message as one line."""
-    return _json(message) + b"\n"
-
-
-@dataclass(frozen=True, slots=True)
-class _Spans:
-    """A large message's bytes and where the members of its ``params`` or ``result`` lie in them."""
-
-    text: memoryview
-    inner: dict[str, Span]
-
-
-def _load(line: bytes, descend: str) -> tuple[Any, _Spans | None]:
-    """The message on ``line``; for a large line also the spans of its ``descend`` member (``wire_large``).
-
-    A large line's big ``descend`` members that the splice does not read are
-    empty placeholders in the message (their text is in the spans). A large line
-    the scan cannot prove well-formed is decoded whole and carried like a small
-    one (no spans). Lines are strict UTF-8: ``json.loads`` of the bytes would let
-    encoded lone surrogates through, which no line written on can hold.
-
-    Raises:
-        ValueError: Not JSON (or nested beyond the decoder's recursion limit).
-    """
-    try:
-        if len(line) < _BIG_LINE_BYTES:
-            return _load_small(line), None
-        loaded = wire_large.load(line, descend)
-        if loaded is None:
-            return json.loads(line.decode()), None
-    except RecursionError as exc:
-        raise ValueError("JSON nested too deep") from exc
-    message, inner = loaded
-    return message, (_Spans(memoryview(line), inner) if inner is not None else None)
-
-
-def _load_small(line: bytes) -> Any:
-    """A small line's message: the same values, and the same lines refused, as ``json.loads(line.decode())``.
-
-    ``pydantic_core.from_json`` parses a call's line in about half the time (1.9
-    against 3.6 us for an echo answer). It refuses what the strict decode
-    refuses (bytes that are not UTF-8, encoded lone surrogates) but also two
-    things ``json.loads`` takes: an escaped lone surrogate (``"\\ud800"``) and
-    nesting beyond ~200 levels. Those lines, and every line that is not JSON,
-    are decoded again by ``json.loads``, which has the last word.
-    """
-    try:
-        return pydantic_core.from_json(line)
-    except ValueError:
-        return json.loads(line.decode())
 
 
 class Tracker(Protocol):
@@ -271,7 +178,7 @@ class UpstreamSplice:
     def set_envelope(self, envelope: dict[str, Any]) -> None:
         """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
         self._envelope = envelope
-        self._envelope_tail = b',"_meta":' + _encode_ascii(envelope).encode() + b"}}\n"
+        self._envelope_tail = b',"_meta":' + encode_ascii(envelope).encode() + b"}}\n"
 
     @property
     def ready(self) -> bool:
@@ -296,8 +203,8 @@ class UpstreamSplice:
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
             line = b"".join((
                 b'{"jsonrpc":"2.0","id":"', call.upstream_id.encode(), b'","method":"tools/call","params":{"name":',
-                _json(raw_name),
-                b"" if arguments is None else b',"arguments":' + _json(arguments),
+                to_json(raw_name),
+                b"" if arguments is None else b',"arguments":' + to_json(arguments),
                 self._envelope_tail,
             ))  # fmt: skip
         if self.direct.try_write(line):
@@ -336,12 +243,12 @@ class UpstreamSplice:
     def expecting(self) -> bool:
         return bool(self._pending)
 
-    def claim(self, line: bytes) -> tuple[SplicedCall, dict[str, Any], _Spans | None] | None:
+    def claim(self, line: bytes) -> tuple[SplicedCall, dict[str, Any], Spans | None] | None:
         """The spliced call ``line`` answers, the answer, and (large line) its result's spans; None if not ours."""
         if _ID_MARK not in line:
             return None
         try:
-            message, spans = _load(line, "result")
+            message, spans = load(line, "result")
         except ValueError:
             return None
         if not isinstance(message, dict) or "method" in message:
@@ -421,7 +328,7 @@ class UpstreamSplice:
         if cancelled is not None:
             raise cancelled
 
-    async def deliver(self, call: SplicedCall, message: dict[str, Any], spans: _Spans | None = None) -> None:
+    async def deliver(self, call: SplicedCall, message: dict[str, Any], spans: Spans | None = None) -> None:
         """Answer the host with the upstream's answer ``message`` to ``call``."""
         error = message.get("error")
         if isinstance(error, dict):
@@ -516,7 +423,7 @@ class HostSplice:
         if not self.enabled or self._out is None:
             return False
         try:
-            message, _ = _load(line, "params")
+            message, _ = load(line, "params")
         except ValueError:
             return False
         if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
@@ -555,7 +462,7 @@ class HostSplice:
         if not self.enabled or self._out is None or self.front.shutting_down:
             return False
         try:
-            message, spans = _load(line, "params")
+            message, spans = load(line, "params")
         except ValueError:
             return False
         if not isinstance(message, dict) or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
@@ -584,7 +491,7 @@ class HostSplice:
 
     def _take_cancel(self, line: bytes) -> bool:
         try:
-            message, _ = _load(line, "params")
+            message, _ = load(line, "params")
         except ValueError:
             return False
         if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":

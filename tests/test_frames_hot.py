@@ -2,7 +2,7 @@
 
 * ``_frames._receiver_waiting`` reads anyio's private receiver count: it must
   say what ``statistics().tasks_waiting_receive`` says.
-* ``wire_splice._load_small`` parses with ``pydantic_core.from_json`` first: it
+* ``wire_codec.load_small`` parses with ``pydantic_core.from_json`` first: it
   must return the values, and refuse the lines, of ``json.loads(line.decode())``.
 * ``LineBuffer`` holds a whole-lines view as ``bytes``: the lines must come out
   right however the viewed buffer is reused afterwards.
@@ -21,7 +21,8 @@ import trio
 import trio.testing
 
 from supervisor._frames import LineBuffer, _receiver_waiting
-from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice, _load_small
+from supervisor.wire_codec import load_small
+from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
 
 
 async def test_the_receiver_count_read_from_anyio_matches_its_statistics_parked_or_not() -> None:
@@ -73,7 +74,7 @@ def test_a_small_line_parses_to_what_the_strict_json_decoder_gives_and_is_refuse
 
     def ours(text: bytes) -> Any:
         try:
-            return _load_small(text)
+            return load_small(text)
         except RecursionError as exc:
             raise ValueError("too deep") from exc
 

@@ -33,7 +33,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from supervisor._frames import CUT_FROM_COPY_BYTES, DirectWrite, LineBuffer
 from supervisor._stdio_wire import _pump_stream_to_wire
-from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice, _load
+from supervisor.wire_codec import load
+from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
 
 MIB = 1024 * 1024
 LARGE = 900_000
@@ -256,7 +257,7 @@ async def test_a_large_answer_goes_to_an_idle_host_wire_in_one_writev_without_a_
         async with trio.open_nursery() as nursery:
             nursery.start_soon(receive.receive)
             await trio.testing.wait_all_tasks_blocked()
-            message, spans = _load(_answer_line(call.upstream_id, text), "result")
+            message, spans = load(_answer_line(call.upstream_id, text), "result")
             # Only the delivery (assembling and writing) is measured: the line was read and proven before.
             at_once, peak = _peak_allocated(lambda: _finished_at_once(upstream.deliver(call, message, spans)))
             assert at_once, "an idle wire is written without waiting"
@@ -284,7 +285,7 @@ async def test_a_large_answer_to_a_busy_host_wire_is_queued_whole_and_one_the_ho
     with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
         host.direct.bind(write_fd, send)  # nobody receives: the writer is busy
         for call in calls:
-            message, spans = _load(_answer_line(call.upstream_id, text), "result")
+            message, spans = load(_answer_line(call.upstream_id, text), "result")
             assert spans is not None
             await upstream.deliver(call, message, spans)
         queued = receive.receive_nowait()
@@ -312,7 +313,7 @@ async def test_a_large_request_goes_to_an_idle_upstream_stdin_in_one_writev_with
         upstream.attach(send, write_fd)
         upstream.set_envelope(envelope)
         call = SplicedCall(3, upstream.new_id(), cast(Any, None), cast(Any, None), 0.0, 60.0, host)
-        message, spans = _load(line, "params")
+        message, spans = load(line, "params")
         assert spans is not None
         _, start, end = spans.inner["arguments"]
         async with trio.open_nursery() as nursery:
@@ -349,7 +350,7 @@ async def test_a_large_answer_the_host_cancelled_is_not_written_even_to_an_idle_
         async with trio.open_nursery() as nursery:
             nursery.start_soon(receive.receive)
             await trio.testing.wait_all_tasks_blocked()
-            message, spans = _load(_answer_line(call.upstream_id, "w" * CUT_FROM_COPY_BYTES * 2), "result")
+            message, spans = load(_answer_line(call.upstream_id, "w" * CUT_FROM_COPY_BYTES * 2), "result")
             await upstream.deliver(call, message, spans)
             send.send_nowait(b"end\n")
         assert _read_all(read_fd) == b""

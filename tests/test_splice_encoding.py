@@ -1,6 +1,6 @@
 """The wire splice encodes with ``pydantic_core.to_json``: the text must be what ``json.dumps`` wrote (issue 11).
 
-``wire_splice._json`` is the splice's encoder for answers, request arguments and
+``wire_codec.to_json`` is the splice's encoder for answers, request arguments and
 tool names. Every value it gets comes from a JSON parse (or is our own stamp),
 and the host must see the same JSON the ``json.dumps`` encoder wrote before:
 the same bytes, except a float's exponent spelling (the same number), and the
@@ -16,7 +16,8 @@ import anyio
 import pydantic_core
 import pytest
 
-from supervisor.wire_splice import SplicedCall, UpstreamSplice, _json, frame
+from supervisor.wire_codec import frame, to_json
+from supervisor.wire_splice import SplicedCall, UpstreamSplice
 
 
 def _dumps(value: Any) -> bytes:
@@ -35,31 +36,31 @@ PARSED: tuple[bytes, ...] = (
 @pytest.mark.parametrize("text", PARSED)
 def test_the_splice_writes_what_json_dumps_wrote_for_what_a_json_parse_yields(text: bytes) -> None:
     for value in (pydantic_core.from_json(text), json.loads(text)):
-        assert _json(value) == _dumps(value)
+        assert to_json(value) == _dumps(value)
         assert frame(value) == _dumps(value) + b"\n"
 
 
 def test_a_float_may_spell_its_exponent_differently_but_stays_the_same_number() -> None:
     values = [1e-05, 1e-07, 5e-324, 1.7976931348623157e308, 0.30000000000000004, 1e21]
-    assert json.loads(_json(values)) == values
+    assert json.loads(to_json(values)) == values
 
 
 def test_nan_and_infinity_are_written_as_json_dumps_writes_them() -> None:
     value = pydantic_core.from_json(b"[NaN,Infinity,-Infinity]", allow_inf_nan=True)
-    assert _json(value) == b"[NaN,Infinity,-Infinity]" == _dumps(value)
+    assert to_json(value) == b"[NaN,Infinity,-Infinity]" == _dumps(value)
 
 
 def test_a_lone_surrogate_is_written_escaped_as_it_arrived() -> None:
     # UTF-8 has no bytes for it: to_json refuses it, and the line is written as before.
     value = json.loads('{"text":"\\ud800 \\u00e9"}')
-    assert _json(value) == b'{"text":"\\ud800 \\u00e9"}'
-    assert json.loads(_json(value)) == value
+    assert to_json(value) == b'{"text":"\\ud800 \\u00e9"}'
+    assert json.loads(to_json(value)) == value
 
 
 def test_nesting_deeper_than_the_fast_encoder_takes_is_still_written() -> None:
     text = "[" * 400 + "]" * 400  # json.loads takes it; to_json stops at a depth limit
     value = json.loads(text)
-    assert _json(value) == text.encode()
+    assert to_json(value) == text.encode()
 
 
 def test_a_spliced_request_line_is_the_frame_of_its_message() -> None:

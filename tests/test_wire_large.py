@@ -21,12 +21,13 @@ from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor._json_spans import OpaqueObject
 from supervisor.fast_path import restamp
-from supervisor.wire_splice import _BIG_LINE_BYTES, SplicedCall, UpstreamSplice, _load
+from supervisor.wire_codec import BIG_LINE_BYTES, load
+from supervisor.wire_splice import SplicedCall, UpstreamSplice
 
 BOUND_SEC = 10
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 OURS = {"name": "mcp-supervisor", "version": "0"}
-BIG = "x" * _BIG_LINE_BYTES * 3
+BIG = "x" * BIG_LINE_BYTES * 3
 INVALID = "server 'fx': tools/call echo returned an invalid result"
 
 
@@ -129,7 +130,7 @@ async def test_a_large_answer_that_is_not_json_is_left_to_the_sdk_as_a_small_one
     bad = fault(good)
     assert splice.claim(bad) is None, "not claimed: the SDK's pump sees a garbage line, as for a small one"
     small = _answer(call, {"content": [{"type": "text", "text": "xxxxxx"}], "isError": False})
-    assert len(small) < _BIG_LINE_BYTES and splice.claim(fault(small)) is None
+    assert len(small) < BIG_LINE_BYTES and splice.claim(fault(small)) is None
     assert not host.lines and not host.failures
 
 
@@ -182,7 +183,7 @@ async def test_a_large_request_goes_upstream_with_the_hosts_argument_bytes_our_i
     host_meta = {**ENVELOPE, "io.modelcontextprotocol/clientInfo": {"name": "h", "version": "1"}}
     params = {"name": "mcp__fx__echo", "arguments": arguments, "_meta": host_meta}
     line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}, ensure_ascii=False)
-    message, spans = _load(line.encode(), "params")
+    message, spans = load(line.encode(), "params")
     assert spans is not None and type(message["params"]["arguments"]) is OpaqueObject
     assert message["params"]["name"] == "mcp__fx__echo" and message["params"]["_meta"] == host_meta
     _, start, end = spans.inner["arguments"]
@@ -212,7 +213,7 @@ def test_a_large_host_request_that_is_not_json_is_a_value_error_as_a_small_one_i
     params = {"name": "mcp__fx__echo", "arguments": {"text": BIG}, "_meta": ENVELOPE}
     line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}).encode()
     with pytest.raises(ValueError):
-        _load(fault(line), "params")
+        load(fault(line), "params")
     small = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": {"t": "xxxx"}}})
     with pytest.raises(ValueError):
-        _load(fault(small.encode()), "params")
+        load(fault(small.encode()), "params")

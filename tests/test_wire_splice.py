@@ -26,7 +26,8 @@ from mcp import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor._frames import LineBuffer
-from supervisor.wire_splice import ID_PREFIX, frame, plain_call
+from supervisor.wire_codec import frame
+from supervisor.wire_splice import ID_PREFIX, plain_call
 from tests.e2e import (
     fixture_server,
     open_host,
