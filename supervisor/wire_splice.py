@@ -214,9 +214,7 @@ class UpstreamSplice:
                 self._stdin.send_nowait(line)
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return False
-        self._pending[call.upstream_id] = call
-        self._order.append(call)
-        self._wake.set()
+        self._sent(call)
         return True
 
     def _submit_large(self, call: SplicedCall, pieces: wire_large.Pieces) -> bool:
@@ -227,10 +225,14 @@ class UpstreamSplice:
                 self._stdin.send_nowait(wire_large.join(pieces))
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return False
+        self._sent(call)
+        return True
+
+    def _sent(self, call: SplicedCall) -> None:
+        """``call``'s request is on its way: await its answer, and its deadline."""
         self._pending[call.upstream_id] = call
         self._order.append(call)
         self._wake.set()
-        return True
 
     def linger_sec(self) -> float:
         """How long the upstream's stdout pump waits before its next read (``LINGER_SEC`` under load, else 0)."""
