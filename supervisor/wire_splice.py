@@ -40,10 +40,12 @@ Registry version and the wire's writer can take the answer at once; otherwise
 the SDK answers (and fills the cache).
 
 Concurrency: ``HostSplice.on_line`` runs synchronously in the host wire's reader
-task; ``UpstreamSplice.claim`` in the upstream's stdout pump, which then awaits
-the host write (so a host that stops reading slows that upstream's replies,
-as it would slow them on the general path). Tables are changed only in
-synchronous code. The deadline task lives in the upstream transport's nursery.
+task; ``UpstreamSplice.claim`` in the upstream's stdout pump, which then writes
+the answer: straight onto the host pipe while the host wire's writer is idle
+(batched per chunk, or a large answer as pieces), else by awaiting that writer
+(so a host that stops reading slows that upstream's replies, as it would slow
+them on the general path). Tables are changed only in synchronous code. The
+deadline task lives in the upstream transport's nursery.
 """
 
 from __future__ import annotations
