@@ -47,6 +47,7 @@ from bench.harness import (
     median,
     open_host,
     percentile,
+    quiet_host_heap,
     reap_marked,
     sidecar_argv,
     write_settings,
@@ -227,6 +228,7 @@ async def run(*, quick: bool) -> dict[str, Any]:
                     with trio.fail_after(START_BOUND_SEC):
                         await _warm_up(hosts[variant], TOOL[variant])
                     eras[variant] = str(hosts[variant].session.protocol_version)
+                quiet_host_heap()  # the host is this process: earlier benchmarks' heap is not the sidecar's cost
                 for _ in range(rounds):
                     pids = {v: hosts[v].process.pid for v in variants}
                     cpu_before = {v: cpu_sec(pids[v]) for v in variants}

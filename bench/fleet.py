@@ -33,7 +33,6 @@ carry the run's marker are killed and reported.
 
 from __future__ import annotations
 
-import gc
 import sys
 import tempfile
 from pathlib import Path
@@ -50,6 +49,7 @@ from bench.harness import (
     median,
     open_host,
     percentile,
+    quiet_host_heap,
     reap_marked,
     rss_mb,
     sidecar_argv,
@@ -62,21 +62,6 @@ LISTS: Final = 20
 
 
 LITE_SERVER: Final = REPO_ROOT / "bench" / "lite_server.py"
-
-
-def quiet_host_heap() -> None:
-    """Keep the host's own garbage collector from scanning this benchmark process's heap while it measures.
-
-    The host is this long-lived bench process: its SDK imports and earlier rounds
-    make its heap large, and parsing a 5,000-tool listing triggers collections
-    that rescan all of it (measured: p50 183 ms per direct 5,000-tool list, 105 ms
-    with the heap frozen, 86 ms with the collector off). That cost is the
-    measuring client's, not the sidecar's, and it lands only on the 50-server
-    side of the ready ratio (and on both sides of the list ratio). Collect once,
-    then freeze what is left, as the sidecar does at start (``serve``).
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def lite_argv(tools: int, as_fleet: int = 0) -> list[str]:
