@@ -205,23 +205,29 @@ class _RawHost:
 
 
 @asynccontextmanager
-async def _raw_host(config: Path) -> AsyncIterator[_RawHost]:
-    """The sidecar on ``config``, its catalog listed; on exit its stdin is closed and it must exit 0."""
+async def _raw_sidecar(config: Path) -> AsyncIterator[_RawHost]:
+    """The sidecar on ``config``, nothing sent yet; on exit its stdin is closed and it must exit 0."""
     proc = await trio.lowlevel.open_process(
         sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sidecar_env()
     )
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        host = _RawHost(proc, proc.stdin, proc.stdout)
-        await host.send(_request(0, "tools/list", {}))  # answered once the catalog is in: later calls are spliced
-        await host.answered(0)
-        yield host
+        yield _RawHost(proc, proc.stdin, proc.stdout)
         await proc.stdin.aclose()
         assert await proc.wait() == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             await proc.wait()
+
+
+@asynccontextmanager
+async def _raw_host(config: Path) -> AsyncIterator[_RawHost]:
+    """A 2026-era raw host on the sidecar on ``config``, its catalog listed (later calls are spliced)."""
+    async with _raw_sidecar(config) as host:
+        await host.send(_request(0, "tools/list", {}))  # answered once the catalog is in
+        await host.answered(0)
+        yield host
 
 
 def _request(request_id: int, method: str, params: dict[str, Any], raw_arguments: str | None = None) -> str:
@@ -282,13 +288,8 @@ async def test_a_handshake_era_hosts_first_page_list_is_answered_on_the_splice_i
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", "--extra-tools", "5")})
-    proc = await trio.lowlevel.open_process(
-        sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sidecar_env()
-    )
     with trio.fail_after(BOUND_SEC):
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            host = _RawHost(proc, proc.stdin, proc.stdout)
+        async with _raw_sidecar(config) as host:
             await host.send('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
             early = await host.answered(1)  # before the handshake: the SDK's refusal, never the catalog
             init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}}
@@ -322,12 +323,6 @@ async def test_a_handshake_era_hosts_first_page_list_is_answered_on_the_splice_i
             # A progress token or a cursor is the SDK's (which ignores a cursor it never issued).
             with_meta, meta_spliced = await listed(',"params":{"_meta":{"progressToken":"p"}}')
             with_cursor, cursor_spliced = await listed(',"params":{"cursor":"nope"}')
-            await proc.stdin.aclose()
-            assert await proc.wait() == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                await proc.wait()
     assert "error" in early, early
     assert negotiated == "2025-06-18"
     assert len(sdk_answer["tools"]) == 6
