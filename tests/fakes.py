@@ -236,3 +236,29 @@ class FakeServer:
             raise UpstreamUnavailable(self.name, "fake: connection closed during tools/list")
         finally:
             self.fetches_running -= 1
+
+
+class SpliceFront:
+    """What ``wire_splice.HostSplice`` asks of the Front, recording each call's outcome (in-process splice tests)."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[str] = []
+        self.server: Any = None
+        """Set to something with a ``server_info_stamp`` when a test's splice restamps results."""
+
+    def note_call_failure(self, tool: Any, kind: str, text: str) -> None: ...
+
+    def note_call(self, tool: Any, outcome: str, seconds: float) -> None:
+        self.outcomes.append(outcome)
+
+
+class SpliceTracker:
+    """The stdio link's unanswered-request set, recording what was settled."""
+
+    def __init__(self) -> None:
+        self.settled: list[str | int] = []
+
+    def track(self, request_id: str | int) -> None: ...
+
+    def settle(self, request_id: str | int) -> None:
+        self.settled.append(request_id)

@@ -35,6 +35,7 @@ from supervisor._frames import CUT_FROM_COPY_BYTES, DirectWrite, LineBuffer
 from supervisor._stdio_wire import _pump_stream_to_wire
 from supervisor.wire_codec import load
 from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
+from tests.fakes import SpliceFront, SpliceTracker
 
 MIB = 1024 * 1024
 LARGE = 900_000
@@ -208,24 +209,6 @@ async def test_what_a_full_pipe_does_not_take_of_a_line_in_pieces_reaches_the_wr
     assert bytes(got[filler:]) == line + b"after\n"
 
 
-class _Front:
-    def __init__(self) -> None:
-        self.outcomes: list[str] = []
-
-    def note_call(self, tool: Any, outcome: str, seconds: float) -> None:
-        self.outcomes.append(outcome)
-
-
-class _Tracker:
-    def __init__(self) -> None:
-        self.settled: list[str | int] = []
-
-    def track(self, request_id: str | int) -> None: ...
-
-    def settle(self, request_id: str | int) -> None:
-        self.settled.append(request_id)
-
-
 def _finished_at_once(coroutine: Coroutine[Any, Any, None]) -> bool:
     """Run ``coroutine`` up to its first wait; whether it finished without one."""
     try:
@@ -242,7 +225,7 @@ def _answer_line(upstream_id: str, text: str) -> bytes:
 
 
 async def test_a_large_answer_goes_to_an_idle_host_wire_in_one_writev_without_a_join() -> None:
-    front, tracker = _Front(), _Tracker()
+    front, tracker = SpliceFront(), SpliceTracker()
     host = HostSplice(cast(Any, front), tracker)
     send, receive = anyio.create_memory_object_stream[Any](0)
     host.attach(send)
@@ -272,7 +255,7 @@ async def test_a_large_answer_goes_to_an_idle_host_wire_in_one_writev_without_a_
 
 
 async def test_a_large_answer_to_a_busy_host_wire_is_queued_whole_and_one_the_host_cancelled_is_not_written() -> None:
-    front, tracker = _Front(), _Tracker()
+    front, tracker = SpliceFront(), SpliceTracker()
     host = HostSplice(cast(Any, front), tracker)
     send, receive = anyio.create_memory_object_stream[Any](1)
     host.attach(send)
@@ -303,7 +286,7 @@ async def test_a_large_answer_to_a_busy_host_wire_is_queued_whole_and_one_the_ho
 
 async def test_a_large_request_goes_to_an_idle_upstream_stdin_in_one_writev_without_a_join() -> None:
     upstream = UpstreamSplice("fx", 60.0)
-    host = HostSplice(cast(Any, _Front()), _Tracker())
+    host = HostSplice(cast(Any, SpliceFront()), SpliceTracker())
     envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
     arguments = {"text": "v" * LARGE}
     params = {"name": "mcp__fx__echo", "arguments": arguments, "_meta": envelope}
@@ -337,7 +320,7 @@ async def test_a_large_request_goes_to_an_idle_upstream_stdin_in_one_writev_with
 
 
 async def test_a_large_answer_the_host_cancelled_is_not_written_even_to_an_idle_host_wire() -> None:
-    front, tracker = _Front(), _Tracker()
+    front, tracker = SpliceFront(), SpliceTracker()
     host = HostSplice(cast(Any, front), tracker)
     send, receive = anyio.create_memory_object_stream[Any](0)
     host.attach(send)

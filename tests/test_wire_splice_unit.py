@@ -10,27 +10,7 @@ import anyio
 import trio
 
 from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
-
-
-class _Front:
-    def __init__(self) -> None:
-        self.outcomes: list[str] = []
-        self.server: Any = None
-
-    def note_call_failure(self, tool: Any, kind: str, text: str) -> None: ...
-
-    def note_call(self, tool: Any, outcome: str, seconds: float) -> None:
-        self.outcomes.append(outcome)
-
-
-class _Tracker:
-    def __init__(self) -> None:
-        self.settled: list[str | int] = []
-
-    def track(self, request_id: str | int) -> None: ...
-
-    def settle(self, request_id: str | int) -> None:
-        self.settled.append(request_id)
+from tests.fakes import SpliceFront, SpliceTracker
 
 
 async def test_a_spliced_answer_is_still_written_when_the_task_writing_it_is_cancelled(
@@ -38,7 +18,7 @@ async def test_a_spliced_answer_is_still_written_when_the_task_writing_it_is_can
 ) -> None:
     # An upstream pump delivering an answer is cancelled when its generation ends (e.g. the
     # server was killed right after answering); the host must still get the answer.
-    front, tracker = _Front(), _Tracker()
+    front, tracker = SpliceFront(), SpliceTracker()
     splice = HostSplice(cast(Any, front), tracker)
     send, receive = anyio.create_memory_object_stream[Any](0)
     splice.attach(send)
@@ -63,7 +43,7 @@ async def test_a_spliced_answer_is_still_written_when_the_task_writing_it_is_can
 async def test_a_host_that_reads_slowly_still_gets_every_spliced_answer(autojump_clock: trio.abc.Clock) -> None:
     # Slowness is backpressure, not a reason to drop: the general path never drops an answer
     # because the host took long to read it, and neither may the splice.
-    front, tracker = _Front(), _Tracker()
+    front, tracker = SpliceFront(), SpliceTracker()
     splice = HostSplice(cast(Any, front), tracker)
     send, receive = anyio.create_memory_object_stream[Any](0)
     splice.attach(send)
@@ -93,7 +73,7 @@ async def test_every_call_a_lost_upstream_leaves_is_answered_even_when_failing_t
     # The transport's watcher fails every spliced call when the server dies; the transport's own
     # exit then cancels the watcher. Once failing began, the calls are out of the splice's tables:
     # each must still get its answer, not only the one being written when the cancel came.
-    front, tracker = _Front(), _Tracker()
+    front, tracker = SpliceFront(), SpliceTracker()
     front.server = SimpleNamespace(server_info_stamp={"name": "mcp-supervisor"})
     splice = HostSplice(cast(Any, front), tracker)
     upstream = UpstreamSplice("srv", timeout_sec=60.0)
