@@ -2,7 +2,12 @@
 
 ``Supervisor.run`` opens the nursery every ServerActor lives in and starts them
 all concurrently, so one slow or broken server never delays another's
-readiness (I12). It ends only when cancelled; cancellation unwinds every
+readiness (I12). It reports itself started once the actors are scheduled, not
+once each has run its first step: awaiting fifty starts one by one let the
+earlier actors spawn and handshake in between, and the host link (started
+after the Supervisor) read the host's ``initialize`` only when the fleet was
+nearly up (issue 11), too late for the Front to make the catalog's wire forms
+while servers swap in. It ends only when cancelled; cancellation unwinds every
 actor, and each actor's transport terminates its child process group in a
 shielded, bounded cleanup (I11).
 
@@ -182,7 +187,7 @@ class Supervisor:
             # The CacheActor first: with the fleet store, a cold start's first sync may read it (I14).
             await nursery.start(self.cache.run)
             for actor in self.actors.values():
-                await self._start(actor)
+                self._start(actor)
             logger.info("supervising %d servers (%d disabled)", len(self.actors), len(self.disabled))
             task_status.started()
             # The nursery must stay open even with no actor left: a reload may start new ones.
@@ -238,14 +243,15 @@ class Supervisor:
         self.disabled = {n: ServerStatus(n, state="disabled") for n, s in new.mcp_servers.items() if not s.enabled}
         self.settings = new
         for name in restarted + started:
-            await self._start(self.actors[name])
+            self._start(self.actors[name])
         return changes
 
-    async def _start(self, actor: ServerActor) -> None:
+    def _start(self, actor: ServerActor) -> None:
+        """Schedule ``actor`` in the Supervisor's nursery; ``_stop`` can stop it from now on, even before it ran."""
         assert self._nursery is not None, "actors start inside Supervisor.run"
         running = _RunningActor(actor)
         self._running[actor.name] = running
-        await self._nursery.start(running.run)
+        self._nursery.start_soon(running.run)
 
     async def _stop(self, name: str) -> None:
         """Cancel one actor and wait until its child is gone (bounded by the transport's cleanup).
