@@ -15,8 +15,12 @@ This Front middleware answers a first-page ``tools/list`` itself:
   (cache fields, ``resultType`` and the ``serverInfo`` stamp in the 2026 era)
   around those forms, so it is exactly what the SDK's pipeline would give
   (``tests/test_catalog_wire.py`` compares them for every supported version);
-* ``warm`` makes the forms of new entries for every version a host has listed
-  in, as servers swap in during a cold start, so the first answer is a join.
+* ``warm`` makes the forms of new entries for every version a host speaks, as
+  servers swap in during a cold start, so the first answer is a join. A host
+  counts from its first request that passes here (``initialize``'s negotiated
+  version, or any request's), not from its first list: a host lists at once,
+  but that list waits for the servers still starting, and forms made only
+  then were 40 ms of the answer's critical path with 5,000 tools (issue 11).
 
 Middleware runs before the SDK's own checks of a request, so the middleware
 makes them first: a request the SDK would refuse (malformed params, or a
@@ -46,7 +50,7 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types import methods as sdk_methods
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from supervisor._compat import connection_of
@@ -88,14 +92,16 @@ class ToolsListWireCache:
         self._by_protocol: dict[str, dict[str, Any]] = {}
         self._encoded: dict[str, bytes] = {}
         self._envelopes: dict[str, dict[str, Any]] = {}
-        self._listed_in: set[str] = set()
-        """Every protocol version a host has listed in: ``warm`` makes their forms ahead."""
+        self._host_versions: set[str] = set()
+        """Every protocol version a host has spoken: ``warm`` makes their forms ahead."""
         self.forms_made = 0
         """How many per-tool wire forms were made (tests count the work)."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != _METHOD or (ctx.params and ctx.params.get("cursor")):
-            return await call_next(ctx)
+            result = await call_next(ctx)
+            self._note_host_version(ctx, result)
+            return result
         version = ctx.protocol_version
         if self._sdk_would_refuse(ctx):
             return await call_next(ctx)
@@ -103,10 +109,22 @@ class ToolsListWireCache:
         cached = self._by_protocol.get(version)
         if cached is not None:
             return cached
-        self._listed_in.add(version)
+        self._note_host_version(ctx, None)
         await self._wait()
         answer = self.answer(version)
         return answer if answer is not None else await call_next(ctx)
+
+    @property
+    def host_versions(self) -> frozenset[str]:
+        """The protocol versions hosts have spoken so far (``warm`` makes forms in each)."""
+        return frozenset(self._host_versions)
+
+    def _note_host_version(self, ctx: ServerRequestContext[Any, Any], result: HandlerResult) -> None:
+        """Remember the version a host speaks (``initialize``: the one it was given), so ``warm`` serves it."""
+        version = result.get("protocolVersion") if ctx.method == "initialize" and isinstance(result, dict) else None
+        version = version if isinstance(version, str) else ctx.protocol_version
+        if version in SUPPORTED_PROTOCOL_VERSIONS:  # never a made-up version: the set stays small
+            self._host_versions.add(version)
 
     @staticmethod
     def _sdk_would_refuse(ctx: ServerRequestContext[Any, Any]) -> bool:
@@ -143,11 +161,11 @@ class ToolsListWireCache:
         return answer
 
     def warm(self) -> None:
-        """Make the wire forms of entries that lack them, in every version a host has listed in."""
-        if not self._listed_in:
+        """Make the wire forms of entries that lack them, in every version a host has spoken."""
+        if not self._host_versions:
             return
         entries = self._registry.tool_entries()
-        for version in self._listed_in:
+        for version in self._host_versions:
             try:
                 self._make_forms(version, entries)
             except (ValidationError, KeyError, ValueError):

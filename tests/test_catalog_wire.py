@@ -117,20 +117,32 @@ async def test_a_change_of_one_server_makes_only_that_servers_wire_forms_again()
     assert cache.forms_made == 12, "another version: every form once more"
 
 
-async def test_warming_makes_new_forms_ahead_in_every_version_a_host_listed_in() -> None:
+async def test_warming_makes_new_forms_ahead_in_every_version_a_host_has_spoken_before_it_lists() -> None:
     registry = Registry()
     cache = _cache(registry)
     registry.swap("a", [tool("1")])
     cache.warm()
-    assert cache.forms_made == 0, "no host has listed yet: nothing to make ahead"
-    await _first_page(cache)
-    await _first_page(cache, "2025-06-18")
-    assert cache.forms_made == 2
+    assert cache.forms_made == 0, "no host has spoken yet: nothing to make ahead"
+
+    async def initialize(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        return {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}
+
+    async def discover(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        return {"supportedVersions": [MODERN]}
+
+    # A handshake-era host counts in the version it was given, a 2026-era one in its request's.
+    await cache(_ctx("initialize", "2025-11-25", {"protocolVersion": "2025-11-25"}, initialized=False), initialize)
+    await cache(_ctx("server/discover"), discover)
+    await cache(_ctx("ping", "1999-01-01", {}), discover)  # not a version anyone speaks: never made ahead
+    assert cache.host_versions == {"2025-06-18", MODERN}
+    cache.warm()
+    assert cache.forms_made == 2, "a's tool in 2025-06-18 and 2026-07-28, before either host listed"
     registry.swap("b", [tool("2"), tool("3")])
     cache.warm()
     assert cache.forms_made == 6, "b's two tools in both versions"
     answer = await _first_page(cache)
-    assert cache.forms_made == 6, "the answer was a join"
+    await _first_page(cache, "2025-06-18")
+    assert cache.forms_made == 6, "both answers were joins"
     assert [t["name"] for t in answer["tools"]] == ["mcp__a__1", "mcp__b__2", "mcp__b__3"]
 
 
