@@ -46,11 +46,11 @@ import anyio
 import mcp_types as types
 import trio
 from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 
 from supervisor._compat import TransportStreams
 from supervisor._frames import LineBuffer, PipeReader, encode_batch, widen_pipe
 from supervisor._proc import terminate_group
+from supervisor._stdio_wire import decode_message
 from supervisor._values import MASK
 from supervisor.settings import ServerSettings
 
@@ -230,8 +230,8 @@ async def open_stdio_transport(
                     if len(line) >= _SCREEN_LINES_FROM_BYTES:
                         line = screen_oversized_listing(line, settings.max_tools)
                     try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValidationError:
+                        message = decode_message(line)
+                    except ValueError:  # not JSON, or not JSON-RPC (pydantic's ValidationError)
                         if garbage.allow():
                             logger.warning("server=%s sent a non-JSON-RPC line on stdout: %.200r", name, line)
                         continue
