@@ -23,6 +23,13 @@ Two kinds of fleet, reported side by side:
   (changed in issue 11, so lite figures from before that change paid the slower
   start 50 times).
 
+What the servers past the first cost until ready is reported per process: the sidecar,
+its stdio servers (``/proc/<pid>/task/*/sched``, nanosecond accounting) and the host
+(this process). Their sum, spread perfectly over every core and added to the one-server
+ready time, is a floor for the ratio that no scheduling beats
+(``p3_ready_ratio_floor_all_cores``): on 2 cores, 50 lite servers' own ~11 ms starts
+(~0.56 CPU-s) hold it near 1.45 whatever the sidecar does.
+
 Before each measured sidecar (and the direct listing) the bench process, which is the
 host, collects and freezes its own heap (``quiet_host_heap``), so the host's garbage
 collector does not rescan this long-lived process while it parses 5,000 tools.
