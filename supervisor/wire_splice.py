@@ -92,21 +92,29 @@ _ABSENT: Final = object()
 
 LINGER_FROM_CALLS: Final = 8
 """Spliced calls in flight (per host, resp. per upstream) from which that side's pump lingers before it reads."""
-LINGER_SEC: Final = 300e-6
+LINGER_SEC: Final = 1.5e-3
 """How long a pump under load waits before it reads (``PipeReader.receive``), so one wake-up takes several lines.
 
 With many calls in flight on two busy cores, the host writes one request at a
 time and an SDK server one answer at a time, and a pump that reads the moment
 its pipe turns readable pays a wake-up (about a third of the splice's CPU per
-call) for nearly every line. Waiting 0.3 ms first cut reads per call at c32 from
-about 1.3 to about 0.6 and the sidecar's CPU per call by about a quarter (the
-host's and the server's too: they get answers, resp. requests, in bigger
-batches). Below ``LINGER_FROM_CALLS`` calls in flight nothing waits, so c1
-latency is untouched. At or above it a line waits at least ``LINGER_SEC`` per
-pump it crosses, and at most about 1.3 ms: trio's run loop sleeps in
-``epoll_wait``, whose timeout is whole milliseconds (rounded up), so a sidecar
-with nothing else to do wakes after about 1 ms; a busy one, at the first pass of
-its run loop after the deadline.
+call) for nearly every line. Waiting first cut reads per call at c32 from about
+1.3 to about 0.6 and the sidecar's CPU per call by about a quarter (the host's
+and the server's too: they get answers, resp. requests, in bigger batches).
+Below ``LINGER_FROM_CALLS`` calls in flight nothing waits, so c1 latency is
+untouched. At or above it a line waits about ``LINGER_SEC`` per pump it crosses,
+rounded up to whole milliseconds: trio's run loop sleeps in ``epoll_wait``,
+whose timeout is whole milliseconds, so a sidecar with nothing else to do wakes
+after 2 ms here; a busy one, at the first pass of its run loop after the
+deadline. With the host keeping that many calls in flight, fewer wake-ups mean
+more calls per second and so, by Little's law, less time per call.
+
+Measured back to back at c32 (issue 11, round 4; ``python -m bench p2``'s c32
+rounds, direct and sidecar alternating): 0.3 ms (1 ms in effect) gave 72-128 us
+of sidecar CPU per call and ratios from 0.70 to 0.91 over seven runs; 1.5 ms gave
+55-72 us and 0.75-0.89 over five; 3 ms 50-61 us (two runs). c8 and c12 were no
+worse (0.62 / 0.62 against 0.58 / 0.61). A ``timerfd`` waking at exactly 0.3 ms
+was worse than both (140-152 us, ratio 0.64-0.67): it is the batching that pays.
 """
 
 
