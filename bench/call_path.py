@@ -56,7 +56,6 @@ import trio
 from bench.harness import (
     BENCH_MARK_ENV,
     REPO_ROOT,
-    Host,
     bench_mark,
     cpu_sec,
     fixture_argv,
@@ -69,6 +68,7 @@ from bench.harness import (
     sidecar_argv,
     write_settings,
 )
+from tests.e2e import Host
 
 FASTMCP_VERSION: Final = "4.2.3"
 """The FastMCP the proxy variant runs (the version the first published figures used)."""
@@ -260,7 +260,7 @@ async def run(*, quick: bool) -> dict[str, Any]:
                     eras[variant] = str(hosts[variant].session.protocol_version)
                 quiet_host_heap()  # the host is this process: earlier benchmarks' heap is not the sidecar's cost
                 for _ in range(rounds):
-                    pids = {v: hosts[v].process.pid for v in variants}
+                    pids = {v: hosts[v].pid for v in variants}
                     cpu_before = {v: cpu_sec(pids[v]) for v in variants}
                     # FastMCP's proxy burns ~2.4 ms of CPU per call on the shared cores: it takes its
                     # c1 turn alone, so that it does not slow the calls the added latency compares.
