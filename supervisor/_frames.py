@@ -332,11 +332,12 @@ class PipeReader:
         """One read (a ``SplitRead`` while large messages flow): the chunk, or None if there was nothing to read."""
         assert self._buffer is not None
         try:
-            held = _bytes_held(fd) if self._large and large_buffers_warm() else 0
+            # Bounded like a plain read: a regular file's FIONREAD is all that is left of it.
+            held = min(_bytes_held(fd), self._max_bytes) if self._large and large_buffers_warm() else 0
             if held >= CUT_FROM_COPY_BYTES:
                 head = os.read(fd, held - 1)  # held bytes are there: no wait, and one byte is left for the tail
                 try:
-                    count = os.readv(fd, (self._buffer,))
+                    count = os.readv(fd, (self._view[: self._max_bytes - len(head)],))  # a chunk stays in max_bytes
                 except BlockingIOError:
                     count = 0  # cannot happen with one reader; the head alone is the chunk all the same
                 return SplitRead(head, self._view[:count])

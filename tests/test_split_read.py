@@ -138,3 +138,25 @@ def test_large_buffers_are_warm_only_once_the_thresholds_are_fixed(
     assert not _malloc.large_buffers_warm()
     assert _malloc.keep_large_buffers_warm() is bool(answer)
     assert _malloc.large_buffers_warm() is bool(answer)
+
+
+@pytest.mark.usefixtures("warm")
+async def test_a_split_read_takes_no_more_than_the_readers_max_bytes() -> None:
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, MIB)
+    stream = trio.lowlevel.FdStream(read_fd)
+    reader, lines, got = PipeReader(stream, 2 * BIG), LineBuffer(), []
+    try:
+        with trio.fail_after(BOUND_SEC):
+            os.write(write_fd, b"a" * BIG + b"\n")
+            lines.feed(await reader.receive())
+            got += _drain(lines)
+            os.write(write_fd, b"".join(bytes([98 + n]) * BIG + b"\n" for n in range(3)))  # more than max_bytes
+            os.close(write_fd)
+            while chunk := await reader.receive():
+                assert len(chunk) <= 2 * BIG
+                lines.feed(chunk)
+                got += _drain(lines)
+    finally:
+        await stream.aclose()
+    assert got == [bytes([97 + n]) * BIG for n in range(4)]
