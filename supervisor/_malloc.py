@@ -22,6 +22,13 @@ after 180 1 MB calls 94.7 -> 96.4 MB; p3's lite fleet 130.3 -> 131.0 MB; p6's
 peak (a 100,000-tool server) 122.0 -> 123.5 MB, where a 4 MiB mmap threshold
 gave 125.5 (more medium buffers from the heap).
 
+``large_buffers_warm`` says whether this process got those thresholds: only
+then does ``_frames.PipeReader`` read a large message into a ``bytes`` of its own
+per read (``SplitRead``); elsewhere (a process on glibc's defaults, such as the
+test fixture server) each such buffer would land on fresh pages (306 minor
+faults per 1 MB call measured in the fixture, against 5), so it keeps reading
+into its one reused buffer.
+
 Called once by ``serve`` before anything starts; nothing here awaits.
 """
 
@@ -42,6 +49,15 @@ _M_MMAP_THRESHOLD: Final = -3
 """``mallopt`` parameters, from glibc's ``malloc.h``."""
 
 
+_warm = False
+"""Set once the thresholds are fixed in this process (``keep_large_buffers_warm``)."""
+
+
+def large_buffers_warm() -> bool:
+    """Whether ``keep_large_buffers_warm`` fixed this process's thresholds (1 MB buffers are reused warm)."""
+    return _warm
+
+
 def keep_large_buffers_warm() -> bool:
     """Set glibc's mmap and trim thresholds (module docstring); False where ``mallopt`` is missing or refuses."""
     try:
@@ -54,4 +70,6 @@ def keep_large_buffers_warm() -> bool:
     done = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1 and done
     if not done:
         logger.debug("mallopt refused the heap thresholds; the allocator's defaults stand")
+    global _warm  # noqa: PLW0603 - one fact about this process, set once at start-up
+    _warm = _warm or done
     return done
