@@ -28,8 +28,8 @@ from pathlib import Path
 import trio
 
 from bench import reconnect
-from bench.call_path import TOOL, _argv, _measure_large, _warm_up
-from bench.harness import Host, cpu_sec, median, open_host, quiet_host_heap, reap_marked
+from bench.call_path import TOOL, _measure_large, open_warm_hosts
+from bench.harness import cpu_sec, median, quiet_host_heap, reap_marked
 
 VARIANTS = ("direct", "sidecar")
 
@@ -69,13 +69,7 @@ async def _large(rounds: int, calls: int, *, freeze: bool, pins: dict[str, int |
     with tempfile.TemporaryDirectory() as tmp:
         try:
             async with AsyncExitStack() as stack:
-                hosts: dict[str, Host] = {}
-                for variant in VARIANTS:
-                    argv = _argv(variant, Path(tmp), Path(tmp) / f"{variant}.jsonl")
-                    hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
-                    with trio.fail_after(60):
-                        await _warm_up(hosts[variant], TOOL[variant])
-                        await _measure_large(hosts[variant], TOOL[variant], 3)
+                hosts = await open_warm_hosts(stack, list(VARIANTS), Path(tmp), large_calls=3)
                 if freeze:
                     quiet_host_heap()
                 _pin(os.getpid(), pins["host"])

@@ -146,6 +146,26 @@ async def _warm_up(host: Host, tool: str) -> None:
         await host.session.call_tool(tool, {"text": "warm"})
 
 
+async def open_warm_hosts(
+    stack: AsyncExitStack, variants: list[str], workdir: Path, *, large_calls: int = 0
+) -> dict[str, Host]:
+    """One host per variant on ``stack``, each warmed up by its first calls (then ``large_calls`` 1 MB calls).
+
+    The host is this process; each variant's middle process logs to ``workdir/<variant>.jsonl``.
+    """
+    hosts: dict[str, Host] = {}
+    for variant in variants:
+        argv = _argv(variant, workdir, workdir / f"{variant}.jsonl")
+        # Not bounded by a scope here (it would misnest with the stack); the SDK bounds
+        # the handshake, and the warm-up below is bounded.
+        hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
+        with trio.fail_after(START_BOUND_SEC):
+            await _warm_up(hosts[variant], TOOL[variant])
+            if large_calls:
+                await _measure_large(hosts[variant], TOOL[variant], large_calls)
+    return hosts
+
+
 async def _measure_c1_interleaved(hosts: dict[str, Host], calls: int, text: str = "x") -> dict[str, list[float]]:
     """``calls`` sequential calls per variant, the variants taking turns call by call (rotating who goes first).
 
@@ -249,15 +269,8 @@ async def run(*, quick: bool) -> dict[str, Any]:
         workdir = Path(tmp)
         try:
             async with AsyncExitStack() as stack:
-                hosts: dict[str, Host] = {}
-                for variant in variants:
-                    argv = _argv(variant, workdir, workdir / f"{variant}.jsonl")
-                    # Not bounded by a scope here (it would misnest with the stack); the SDK bounds
-                    # the handshake, and the warm-up below is bounded.
-                    hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
-                    with trio.fail_after(START_BOUND_SEC):
-                        await _warm_up(hosts[variant], TOOL[variant])
-                    eras[variant] = str(hosts[variant].session.protocol_version)
+                hosts = await open_warm_hosts(stack, variants, workdir)
+                eras = {variant: str(host.session.protocol_version) for variant, host in hosts.items()}
                 quiet_host_heap()  # the host is this process: earlier benchmarks' heap is not the sidecar's cost
                 for _ in range(rounds):
                     pids = {v: hosts[v].pid for v in variants}

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import trio
 
-from bench.call_path import TOOL, _argv, _measure_large, _warm_up
-from bench.harness import Host, cpu_sec, median, open_host, reap_marked
+from bench.call_path import TOOL, _measure_large, open_warm_hosts
+from bench.harness import cpu_sec, median, reap_marked
 
 VARIANTS = ("direct", "sidecar")
 
@@ -46,13 +46,7 @@ async def _main(rounds: int, calls: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             async with AsyncExitStack() as stack:
-                hosts: dict[str, Host] = {}
-                for variant in VARIANTS:
-                    argv = _argv(variant, Path(tmp), Path(tmp) / f"{variant}.jsonl")
-                    hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
-                    with trio.fail_after(60):
-                        await _warm_up(hosts[variant], TOOL[variant])
-                        await _measure_large(hosts[variant], TOOL[variant], 3)
+                hosts = await open_warm_hosts(stack, list(VARIANTS), Path(tmp), large_calls=3)
                 for round_index in range(rounds):
                     line = f"  round {round_index + 1}:"
                     for variant in VARIANTS:
