@@ -11,56 +11,23 @@ from __future__ import annotations
 import fcntl
 import os
 import select
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import trio
 import trio.testing
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from supervisor._frames import MAX_DIRECT_BYTES, DirectWrite, PipeReader
-from supervisor._stdio_wire import _pump_stream_to_wire
-
-
-@contextmanager
-def _pipe() -> Iterator[tuple[int, int]]:
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    try:
-        yield read_fd, write_fd
-    finally:
-        os.close(read_fd)
-        os.close(write_fd)
-
-
-def _read_all(fd: int) -> bytes:
-    os.set_blocking(fd, False)
-    chunks: list[bytes] = []
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return b"".join(chunks)
-        chunks.append(chunk)
-
-
-async def _writer(source: MemoryObjectReceiveStream[Any], fd: int, direct: DirectWrite) -> None:
-    """The host wire's writer task, writing to the pipe ``fd``."""
-    wire = trio.lowlevel.FdStream(os.dup(fd))
-    try:
-        await _pump_stream_to_wire(source, wire, trio.Event(), direct)
-    finally:
-        await wire.aclose()
+from tests.e2e import scaled
+from tests.pipes import host_wire_writer, nonblocking_pipe, read_available
 
 
 async def test_lines_are_batched_only_while_the_writer_is_parked_and_written_in_one_syscall() -> None:
     send, receive = anyio.create_memory_object_stream[bytes](4)
     direct = DirectWrite()
     finished: list[str] = []
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(5)), nonblocking_pipe() as (read_fd, write_fd), send, receive:
         direct.bind(write_fd, send)
         assert not direct.try_write(b"no writer waiting\n")
         async with trio.open_nursery() as nursery:
@@ -82,7 +49,7 @@ async def test_a_batch_larger_than_pipe_buf_into_a_nearly_full_pipe_arrives_whol
     send, receive = anyio.create_memory_object_stream[Any](0)
     direct = DirectWrite()
     lines = [b"%05d:" % i + b"y" * 1000 + b"\n" for i in range(40)]  # 40 KB, ten times PIPE_BUF
-    with trio.fail_after(10), _pipe() as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(10)), nonblocking_pipe() as (read_fd, write_fd), send, receive:
         fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 16)
         filler = os.write(write_fd, b"f" * ((1 << 16) - 3 * select.PIPE_BUF))  # room for 3 pages only
         direct.bind(write_fd, send)
@@ -95,7 +62,7 @@ async def test_a_batch_larger_than_pipe_buf_into_a_nearly_full_pipe_arrives_whol
                 got.extend(os.read(read_fd, 1 << 16))
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_writer, receive, write_fd, direct)
+            nursery.start_soon(host_wire_writer, receive, write_fd, direct)
             await trio.testing.wait_all_tasks_blocked()
             for line in lines:
                 assert direct.try_write(line)
@@ -111,31 +78,31 @@ async def test_a_batch_larger_than_pipe_buf_into_a_nearly_full_pipe_arrives_whol
 async def test_a_writer_woken_before_the_flush_writes_the_batch_before_what_woke_it() -> None:
     send, receive = anyio.create_memory_object_stream[Any](4)
     direct = DirectWrite()
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(5)), nonblocking_pipe() as (read_fd, write_fd), send, receive:
         direct.bind(write_fd, send)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_writer, receive, write_fd, direct)
+            nursery.start_soon(host_wire_writer, receive, write_fd, direct)
             await trio.testing.wait_all_tasks_blocked()
             assert direct.try_write(b"request\n")
             send.send_nowait(b"cancel of that request\n")  # e.g. a courtesy cancel queued mid-chunk
             direct.flush()  # the writer is no longer parked: it takes the batch itself
             await trio.testing.wait_all_tasks_blocked()
             send.close()
-        assert _read_all(read_fd) == b"request\ncancel of that request\n"
+        assert read_available(read_fd) == b"request\ncancel of that request\n"
         assert direct.writes == 0
 
 
 async def test_a_batch_left_when_the_stream_closes_is_still_written() -> None:
     send, receive = anyio.create_memory_object_stream[Any](0)
     direct = DirectWrite()
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), receive:
+    with trio.fail_after(scaled(5)), nonblocking_pipe() as (read_fd, write_fd), receive:
         direct.bind(write_fd, send)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_writer, receive, write_fd, direct)
+            nursery.start_soon(host_wire_writer, receive, write_fd, direct)
             await trio.testing.wait_all_tasks_blocked()
             assert direct.try_write(b"last answer\n")
             send.close()  # the writer ends before any pump flushed
-        assert _read_all(read_fd) == b"last answer\n"
+        assert read_available(read_fd) == b"last answer\n"
 
 
 async def test_a_line_that_is_not_a_pipe_is_never_written_directly(tmp_path: Path) -> None:
@@ -143,7 +110,7 @@ async def test_a_line_that_is_not_a_pipe_is_never_written_directly(tmp_path: Pat
     direct = DirectWrite()
     fd = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT)
     try:
-        with trio.fail_after(5), send, receive:
+        with trio.fail_after(scaled(5)), send, receive:
             direct.bind(fd, send)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(receive.receive)
@@ -159,7 +126,7 @@ async def test_a_pipe_reader_parks_first_and_reads_each_chunk_with_one_read() ->
     stream = trio.lowlevel.FdStream(read_fd)
     reader = PipeReader(stream, 1 << 16)
     try:
-        with trio.fail_after(5):
+        with trio.fail_after(scaled(5)):
             os.write(write_fd, b"ready\n")
             assert bytes(await reader.receive()) == b"ready\n"
             async with trio.open_nursery() as nursery:
@@ -185,7 +152,7 @@ async def test_a_pipe_reader_is_a_checkpoint_even_when_data_is_waiting() -> None
     reader = PipeReader(stream, 1 << 16)
     try:
         os.write(write_fd, b"waiting\n")
-        with trio.fail_after(5), trio.CancelScope() as scope:
+        with trio.fail_after(scaled(5)), trio.CancelScope() as scope:
             scope.cancel()
             await reader.receive()  # a pump that never parks would starve every other task
         assert scope.cancelled_caught

@@ -17,25 +17,24 @@ not timed.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tracemalloc
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from types import SimpleNamespace
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import anyio
 import trio
 import trio.testing
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from supervisor._frames import CUT_FROM_COPY_BYTES, DirectWrite, LineBuffer
-from supervisor._stdio_wire import _pump_stream_to_wire
 from supervisor.wire_codec import load
 from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
+from tests.e2e import scaled
 from tests.fakes import SpliceFront, SpliceTracker
+from tests.pipes import host_wire_writer, nonblocking_pipe, read_available
 
 MIB = 1024 * 1024
 LARGE = 900_000
@@ -120,44 +119,12 @@ def test_the_cap_trips_on_the_last_line_of_a_large_read_whose_newline_is_implied
     assert not buffer.overlong
 
 
-@contextmanager
-def _pipe(size: int = MIB) -> Iterator[tuple[int, int]]:
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    os.set_blocking(read_fd, False)
-    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, size)
-    try:
-        yield read_fd, write_fd
-    finally:
-        os.close(read_fd)
-        os.close(write_fd)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        try:
-            chunk = os.read(fd, MIB)
-        except BlockingIOError:
-            return b"".join(chunks)
-        chunks.append(chunk)
-
-
-async def _writer(source: MemoryObjectReceiveStream[Any], fd: int, direct: DirectWrite) -> None:
-    """The host wire's writer task, writing to the pipe ``fd``."""
-    wire = trio.lowlevel.FdStream(os.dup(fd))
-    try:
-        await _pump_stream_to_wire(source, wire, trio.Event(), direct)
-    finally:
-        await wire.aclose()
-
-
 async def test_a_line_in_pieces_is_written_after_the_batch_in_one_writev_while_the_writer_is_parked() -> None:
     send, receive = anyio.create_memory_object_stream[bytes](0)
     direct = DirectWrite()
     member = memoryview(b'"' + b"m" * LARGE + b'"')
     pieces: list[bytes | memoryview] = [b'{"head":', member, b"}\n"]
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(5)), nonblocking_pipe(MIB) as (read_fd, write_fd), send, receive:
         direct.bind(write_fd, send)
         assert not direct.write_pieces(pieces), "no writer parked: queue it"
         async with trio.open_nursery() as nursery:
@@ -169,17 +136,17 @@ async def test_a_line_in_pieces_is_written_after_the_batch_in_one_writev_while_t
             assert peak < LARGE / 2, f"{peak} bytes allocated: the line was joined"
             assert (direct.writes, direct.written) == (2, 2), "the batch's write, then one writev"
             send.send_nowait(b"after\n")  # the writer was still parked: nothing was handed over
-        assert _read_all(read_fd) == b"batched first\n" + b"".join(pieces)
+        assert read_available(read_fd) == b"batched first\n" + b"".join(pieces)
 
 
 def test_a_line_in_pieces_is_refused_while_the_writer_holds_something() -> None:
     send, receive = anyio.create_memory_object_stream[bytes](1)
     direct = DirectWrite()
-    with _pipe() as (read_fd, write_fd), send, receive:  # nothing here awaits: no bound needed
+    with nonblocking_pipe(MIB) as (read_fd, write_fd), send, receive:  # nothing here awaits: no bound needed
         direct.bind(write_fd, send)
         send.send_nowait(b"queued\n")
         assert not direct.write_pieces([b"big", memoryview(b"x" * 100), b"\n"])
-        assert _read_all(read_fd) == b""
+        assert read_available(read_fd) == b""
 
 
 async def test_what_a_full_pipe_does_not_take_of_a_line_in_pieces_reaches_the_writer_whole_and_in_order() -> None:
@@ -188,7 +155,7 @@ async def test_what_a_full_pipe_does_not_take_of_a_line_in_pieces_reaches_the_wr
     pieces: list[bytes | memoryview] = [b"<", memoryview(b"p" * 300_000), b"q" * 5000, memoryview(b"r" * 300_000)]
     pieces.append(b">\n")
     line = b"".join(pieces)
-    with trio.fail_after(10), _pipe(1 << 16) as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(10)), nonblocking_pipe(1 << 16) as (read_fd, write_fd), send, receive:
         filler = os.write(write_fd, b"f" * 1000)
         direct.bind(write_fd, send)
         got = bytearray()
@@ -196,10 +163,10 @@ async def test_what_a_full_pipe_does_not_take_of_a_line_in_pieces_reaches_the_wr
         async def host() -> None:
             while len(got) < filler + len(line) + len(b"after\n"):
                 await trio.lowlevel.wait_readable(read_fd)
-                got.extend(_read_all(read_fd))
+                got.extend(read_available(read_fd))
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_writer, receive, write_fd, direct)
+            nursery.start_soon(host_wire_writer, receive, write_fd, direct)
             await trio.testing.wait_all_tasks_blocked()
             assert direct.write_pieces(pieces)  # the pipe takes 63 KiB; the writer gets the rest
             assert not direct.write_pieces([b"would overtake\n"]), "the writer holds the rest: later lines queue"
@@ -219,23 +186,44 @@ def _finished_at_once(coroutine: Coroutine[Any, Any, None]) -> bool:
     return False
 
 
+class _Splice(NamedTuple):
+    """A host splice on an in-memory host wire (its ``send``/``receive``), beside an upstream splice."""
+
+    front: SpliceFront
+    tracker: SpliceTracker
+    host: HostSplice
+    send: MemoryObjectSendStream[Any]
+    receive: MemoryObjectReceiveStream[Any]
+    upstream: UpstreamSplice
+
+
+def _splice(wire_queue: int = 0) -> _Splice:
+    front, tracker = SpliceFront(), SpliceTracker()
+    host = HostSplice(cast(Any, front), tracker)
+    send, receive = anyio.create_memory_object_stream[Any](wire_queue)
+    host.attach(send)
+    host._stamp = {"name": "mcp-supervisor", "version": "0"}
+    return _Splice(front, tracker, host, send, receive, UpstreamSplice("fx", 60.0))
+
+
+def _echo_call(splice: _Splice, host_id: int) -> SplicedCall:
+    """A spliced ``echo`` call from the host (not yet in the host's table)."""
+    tool = SimpleNamespace(raw_name="echo")
+    return SplicedCall(host_id, splice.upstream.new_id(), cast(Any, tool), cast(Any, None), 0.0, 60.0, splice.host)
+
+
 def _answer_line(upstream_id: str, text: str) -> bytes:
     result = {"content": [{"type": "text", "text": text}], "isError": False}
     return json.dumps({"jsonrpc": "2.0", "id": upstream_id, "result": result}, separators=(",", ":")).encode()
 
 
 async def test_a_large_answer_goes_to_an_idle_host_wire_in_one_writev_without_a_join() -> None:
-    front, tracker = SpliceFront(), SpliceTracker()
-    host = HostSplice(cast(Any, front), tracker)
-    send, receive = anyio.create_memory_object_stream[Any](0)
-    host.attach(send)
-    host._stamp = {"name": "mcp-supervisor", "version": "0"}
-    upstream = UpstreamSplice("fx", 60.0)
-    tool = SimpleNamespace(raw_name="echo")
-    call = SplicedCall(7, upstream.new_id(), cast(Any, tool), cast(Any, None), 0.0, 60.0, host)
+    splice = _splice()
+    front, tracker, host, send, receive, upstream = splice
+    call = _echo_call(splice, 7)
     host._by_host_id[7] = call
     text = "t" * LARGE
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(5)), nonblocking_pipe(MIB) as (read_fd, write_fd), send, receive:
         host.direct.bind(write_fd, send)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(receive.receive)
@@ -246,7 +234,7 @@ async def test_a_large_answer_goes_to_an_idle_host_wire_in_one_writev_without_a_
             assert at_once, "an idle wire is written without waiting"
             assert host.direct.writes == 1
             send.send_nowait(b"end\n")
-        answer = json.loads(_read_all(read_fd))
+        answer = json.loads(read_available(read_fd))
     assert peak < LARGE / 2, f"{peak} bytes allocated: the answer was joined"
     assert answer["id"] == 7 and answer["result"]["content"][0]["text"] == text
     assert answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"] == host._stamp
@@ -255,17 +243,12 @@ async def test_a_large_answer_goes_to_an_idle_host_wire_in_one_writev_without_a_
 
 
 async def test_a_large_answer_to_a_busy_host_wire_is_queued_whole_and_one_the_host_cancelled_is_not_written() -> None:
-    front, tracker = SpliceFront(), SpliceTracker()
-    host = HostSplice(cast(Any, front), tracker)
-    send, receive = anyio.create_memory_object_stream[Any](1)
-    host.attach(send)
-    host._stamp = {"name": "mcp-supervisor", "version": "0"}
-    upstream = UpstreamSplice("fx", 60.0)
-    tool = SimpleNamespace(raw_name="echo")
-    calls = [SplicedCall(n, upstream.new_id(), cast(Any, tool), cast(Any, None), 0.0, 60.0, host) for n in (1, 2)]
+    splice = _splice(wire_queue=1)
+    front, tracker, host, send, receive, upstream = splice
+    calls = [_echo_call(splice, n) for n in (1, 2)]
     host._by_host_id[1] = calls[0]  # the second was cancelled by the host: no longer in the table
     text = "u" * CUT_FROM_COPY_BYTES * 2
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(5)), nonblocking_pipe(MIB) as (read_fd, write_fd), send, receive:
         host.direct.bind(write_fd, send)  # nobody receives: the writer is busy
         for call in calls:
             message, spans = load(_answer_line(call.upstream_id, text), "result")
@@ -274,7 +257,7 @@ async def test_a_large_answer_to_a_busy_host_wire_is_queued_whole_and_one_the_ho
         queued = receive.receive_nowait()
         assert json.loads(queued)["result"]["content"][0]["text"] == text
         assert json.loads(queued)["id"] == 1
-        assert _read_all(read_fd) == b""
+        assert read_available(read_fd) == b""
         try:
             receive.receive_nowait()
         except anyio.WouldBlock:
@@ -292,7 +275,7 @@ async def test_a_large_request_goes_to_an_idle_upstream_stdin_in_one_writev_with
     params = {"name": "mcp__fx__echo", "arguments": arguments, "_meta": envelope}
     line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}).encode()
     send, receive = anyio.create_memory_object_stream[Any](8)
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
+    with trio.fail_after(scaled(5)), nonblocking_pipe(MIB) as (read_fd, write_fd), send, receive:
         upstream.attach(send, write_fd)
         upstream.set_envelope(envelope)
         call = SplicedCall(3, upstream.new_id(), cast(Any, None), cast(Any, None), 0.0, 60.0, host)
@@ -308,7 +291,7 @@ async def test_a_large_request_goes_to_an_idle_upstream_stdin_in_one_writev_with
             assert sent
             assert upstream.direct.writes == 1
             send.send_nowait(b"end\n")
-        request = json.loads(_read_all(read_fd))
+        request = json.loads(read_available(read_fd))
     assert peak < LARGE / 2, f"{peak} bytes allocated: the request was joined"
     assert request == {
         "jsonrpc": "2.0",
@@ -320,15 +303,10 @@ async def test_a_large_request_goes_to_an_idle_upstream_stdin_in_one_writev_with
 
 
 async def test_a_large_answer_the_host_cancelled_is_not_written_even_to_an_idle_host_wire() -> None:
-    front, tracker = SpliceFront(), SpliceTracker()
-    host = HostSplice(cast(Any, front), tracker)
-    send, receive = anyio.create_memory_object_stream[Any](0)
-    host.attach(send)
-    host._stamp = {"name": "mcp-supervisor", "version": "0"}
-    upstream = UpstreamSplice("fx", 60.0)
-    tool = SimpleNamespace(raw_name="echo")
-    call = SplicedCall(5, upstream.new_id(), cast(Any, tool), cast(Any, None), 0.0, 60.0, host)  # not in the table
-    with trio.fail_after(5), _pipe() as (read_fd, write_fd), send, receive:
+    splice = _splice()
+    front, tracker, host, send, receive, upstream = splice
+    call = _echo_call(splice, 5)  # not in the table
+    with trio.fail_after(scaled(5)), nonblocking_pipe(MIB) as (read_fd, write_fd), send, receive:
         host.direct.bind(write_fd, send)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(receive.receive)
@@ -336,5 +314,5 @@ async def test_a_large_answer_the_host_cancelled_is_not_written_even_to_an_idle_
             message, spans = load(_answer_line(call.upstream_id, "w" * CUT_FROM_COPY_BYTES * 2), "result")
             await upstream.deliver(call, message, spans)
             send.send_nowait(b"end\n")
-        assert _read_all(read_fd) == b""
+        assert read_available(read_fd) == b""
     assert tracker.settled == [] and front.outcomes == []

@@ -19,9 +19,9 @@ import trio
 from supervisor import _malloc
 from supervisor import serve as serve_module
 from supervisor.settings import load_settings
-from tests.e2e import fixture_server, write_settings
+from tests.e2e import fixture_server, scaled, write_settings
 
-BOUND_SEC = 30.0
+BOUND_SEC = scaled(30.0)
 BURSTS = 20
 CHILD = """
 import sys

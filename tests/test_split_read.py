@@ -23,8 +23,9 @@ import trio
 
 from supervisor import _frames, _malloc
 from supervisor._frames import LineBuffer, PipeReader, SplitRead
+from tests.e2e import scaled
 
-BOUND_SEC = 5.0
+BOUND_SEC = scaled(5.0)
 MIB = 1 << 20
 BIG = 300_000
 """Above ``CUT_FROM_COPY_BYTES``: a large read."""

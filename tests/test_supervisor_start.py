@@ -5,6 +5,7 @@ from __future__ import annotations
 import trio
 
 from supervisor.root import Supervisor
+from tests.e2e import scaled
 from tests.fakes import FakeServer, tool
 from tests.test_reload import Fleet, _server, _settings
 
@@ -29,7 +30,7 @@ async def test_the_supervisor_reports_started_in_a_few_scheduling_rounds_however
             rounds += 1
             await trio.lowlevel.checkpoint()
 
-    with trio.fail_after(5):
+    with trio.fail_after(scaled(5)):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(count_rounds)
             await trio.lowlevel.checkpoint()
