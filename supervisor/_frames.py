@@ -152,18 +152,10 @@ class DirectWrite:
         if not self._batch or self._fd is None or not _receiver_waiting(self._stream):
             return
         data = self._batch[0] if len(self._batch) == 1 else b"".join(self._batch)
-        try:
-            written = os.write(self._fd, data)
-        except OSError:  # full (EAGAIN) or broken: the writer writes it, or meets the error and reports it
-            written = 0
-        else:
-            self.writes += 1
+        fd = self._fd
+        written = self._write_now(lambda: os.write(fd, data))
         if written < len(data):
-            try:
-                self._stream.send_nowait(data[written:])  # parked on an empty queue: taken at once, first
-            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                # Only when the writer is being cancelled or the wire closed: it would never write it.
-                logger.debug("%d bytes for a closing pipe dropped", len(data) - written)
+            self._hand_to_writer(data[written:])
         self.written += len(self._batch)
         self._done()
 
@@ -180,12 +172,8 @@ class DirectWrite:
         self.flush()
         if self._fd is None or not _receiver_waiting(self._stream):
             return False
-        try:
-            written = os.writev(self._fd, pieces)
-        except OSError:  # full (EAGAIN) or broken: the writer writes it, or meets the error and reports it
-            written = 0
-        else:
-            self.writes += 1
+        fd = self._fd
+        written = self._write_now(lambda: os.writev(fd, pieces))
         rest: list[bytes | memoryview] = []
         for piece in pieces:
             if written >= len(piece):
@@ -194,12 +182,26 @@ class DirectWrite:
                 rest.append(piece[written:] if written else piece)
                 written = 0
         if rest:
-            try:
-                self._stream.send_nowait(b"".join(rest))  # parked on an empty queue: taken at once
-            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                logger.debug("%d bytes for a closing pipe dropped", sum(map(len, rest)))
+            self._hand_to_writer(b"".join(rest))
         self.written += 1
         return True
+
+    def _write_now(self, write: Callable[[], int]) -> int:
+        """One write to the pipe: the bytes it took (0 if full or broken: the writer writes them, or reports)."""
+        try:
+            written = write()
+        except OSError:  # full (EAGAIN) or broken: the writer writes it, or meets the error and reports it
+            return 0
+        self.writes += 1
+        return written
+
+    def _hand_to_writer(self, rest: bytes) -> None:
+        """What the pipe did not take, to the writer parked on an empty queue: it takes it at once, first."""
+        try:
+            self._stream.send_nowait(rest)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # Only when the writer is being cancelled or the wire closed: it would never write it.
+            logger.debug("%d bytes for a closing pipe dropped", len(rest))
 
     def take(self) -> bytes:
         """The batch, for the writer task to write before anything it was handed (``b""`` if none)."""
