@@ -63,19 +63,25 @@ from supervisor.seams import Connector, UpstreamSession
 from supervisor.server_actor import ServerActor
 from supervisor.settings import ServerSettings, Settings
 from supervisor.status import ServerStatus
+from supervisor.stdio_spawn import EarlyServers
 from supervisor.upstream import open_upstream
 
 logger = logging.getLogger(__name__)
 
 
-def production_connector(cache: CatalogCache | None, host: HostSide | None) -> Connector:
-    """Connect real upstreams, each generation sharing the server's one cache store (I4) and the host side."""
+def production_connector(
+    cache: CatalogCache | None, host: HostSide | None, early: EarlyServers | None = None
+) -> Connector:
+    """Connect real upstreams, each generation sharing the server's one cache store (I4) and the host side.
+
+    ``early``: the stdio servers started before the SDK import (``stdio_spawn``); a first generation takes its own.
+    """
 
     def connect(
         settings: ServerSettings, *, on_list_changed: Callable[[Kind], None]
     ) -> AbstractAsyncContextManager[UpstreamSession]:
         config = cache.config_for(settings) if cache is not None else None
-        return open_upstream(settings, on_list_changed=on_list_changed, cache=config, host=host)
+        return open_upstream(settings, on_list_changed=on_list_changed, cache=config, host=host, early=early)
 
     return connect
 
@@ -121,6 +127,7 @@ class Supervisor:
         connector: Connector | None = None,
         on_status: Callable[[ServerStatus], None] | None = None,
         host: HostSide | None = None,
+        early: EarlyServers | None = None,
     ) -> None:
         self.settings = settings
         self.catalog_changed = ChangeSignal()
@@ -134,7 +141,7 @@ class Supervisor:
         self.disabled: dict[str, ServerStatus] = {}
         concurrency = settings.supervisor.spawn_concurrency
         self._startup_slots = trio.CapacityLimiter(concurrency) if concurrency else None
-        self._connector = connector if connector is not None else production_connector(self.cache, host)
+        self._connector = connector if connector is not None else production_connector(self.cache, host, early)
         self._on_status = on_status
         self._nursery: trio.Nursery | None = None
         self._running: dict[str, _RunningActor] = {}

@@ -49,6 +49,7 @@ from supervisor.relay import Relay
 from supervisor.root import Supervisor
 from supervisor.settings import Settings, interpolation_environ, load_settings
 from supervisor.startup_heap import HeapSettler, defer_full_collections
+from supervisor.stdio_spawn import EarlyServers
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +85,12 @@ class HostLink(Protocol):
     async def close(self) -> None: ...
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings, early: EarlyServers | None = None) -> None:
     """Serve the host(s) until a stop trigger; see the module docstring.
+
+    ``early``: stdio servers already started (``stdio_spawn``); each first
+    generation takes its own, and what is left once every first attempt is
+    made is terminated.
 
     Raises:
         SupervisorError: A listener could not be started (the first such error, unwrapped).
@@ -94,14 +99,14 @@ async def serve(settings: Settings) -> None:
     gc.freeze()  # start-up's objects live as long as we do: keep them out of every collection (module docstring)
     with defer_full_collections() as heap:
         try:
-            await _serve(settings, heap)
+            await _serve(settings, heap, early)
         except* SupervisorError as group:
             raise first_leaf(group) from None
 
 
-async def _serve(settings: Settings, heap: HeapSettler) -> None:
+async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | None) -> None:
     relay = Relay()
-    supervisor = Supervisor(settings, host=relay)
+    supervisor = Supervisor(settings, host=relay, early=early)
     front = Front(supervisor, relay)
     stop = trio.Event()
     grace = settings.supervisor.shutdown_grace_sec
@@ -120,18 +125,27 @@ async def _serve(settings: Settings, heap: HeapSettler) -> None:
     host_warnings = _HostWarnings(relay)
     logging.getLogger("supervisor").addHandler(host_warnings)
     try:
-        await _run(settings, supervisor, front, link, stop, heap=heap)
+        await _run(settings, supervisor, front, link, stop, heap=heap, early=early)
     finally:
         logging.getLogger("supervisor").removeHandler(host_warnings)
     logger.info("stopped")
 
 
 async def _run(
-    settings: Settings, supervisor: Supervisor, front: Front, link: HostLink, stop: trio.Event, *, heap: HeapSettler
+    settings: Settings,
+    supervisor: Supervisor,
+    front: Front,
+    link: HostLink,
+    stop: trio.Event,
+    *,
+    heap: HeapSettler,
+    early: EarlyServers | None = None,
 ) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal, stop)
         await nursery.start(supervisor.run)
+        if early is not None:
+            nursery.start_soon(_discard_untaken, supervisor, early)
         nursery.start_soon(heap.settle_after, supervisor.wait_first_attempts, supervisor.startup_bound_sec)
         nursery.start_soon(_reload_on_sighup, supervisor)
         await nursery.start(front.run)
@@ -151,6 +165,12 @@ async def _run(
         # that just finished still reach the hosts; then everything else.
         await link.close()
         nursery.cancel_scope.cancel("mcp-supervisor is stopping")
+
+
+async def _discard_untaken(supervisor: Supervisor, early: EarlyServers) -> None:
+    """Terminate the early processes no first generation took (a reload dropped or changed their server)."""
+    await supervisor.wait_first_attempts()
+    await early.discard_untaken()
 
 
 async def _announce_ready(supervisor: Supervisor) -> None:

@@ -68,6 +68,7 @@ from supervisor.fast_path import strip_server_stamp, wire_result_shaped
 from supervisor.host_calls import CallNotices, HostCall, HostSide, current_call, named_for, no_host_error
 from supervisor.registry import Definition, Kind
 from supervisor.settings import ServerSettings
+from supervisor.stdio_spawn import EarlyServers
 from supervisor.upstream_errors import ErrorTranslator, connect_error, split_teardown_errors
 from supervisor.upstream_http import open_http_transport
 from supervisor.upstream_listen import ListenFilter, ListenTarget, serve_listen
@@ -414,10 +415,10 @@ class Upstream:
 
 
 def _open_transport(
-    settings: ServerSettings, health: TransportHealth, splice: UpstreamSplice | None
+    settings: ServerSettings, health: TransportHealth, splice: UpstreamSplice | None, early: EarlyServers | None
 ) -> AbstractAsyncContextManager[TransportStreams]:
     if settings.transport == "stdio":
-        return open_stdio_transport(settings, health, splice=splice)
+        return open_stdio_transport(settings, health, splice=splice, early=early)
     return open_http_transport(settings, health)
 
 
@@ -431,8 +432,11 @@ async def open_upstream(
     on_list_changed: OnListChanged,
     cache: CacheConfig | None = None,
     host: HostSide | None = None,
+    early: EarlyServers | None = None,
 ) -> AsyncIterator[Upstream]:
     """Connect one generation of ``settings`` and keep its notices flowing.
+
+    ``early``: where a stdio server's process started before the SDK import waits (``stdio_spawn``).
 
     Raises:
         UpstreamUnavailable: The server could not be started or reached, or hung up during the handshake.
@@ -496,7 +500,7 @@ async def open_upstream(
     upstream_ref: list[Upstream] = []
     splice = UpstreamSplice(name, settings.tool_timeout_sec) if settings.transport == "stdio" else None
     client = Client(
-        tapped(_open_transport(settings, health, splice), tap, settings.max_tools),
+        tapped(_open_transport(settings, health, splice, early), tap, settings.max_tools),
         mode=settings.protocol,
         message_handler=on_message,
         client_info=CLIENT_INFO,

@@ -23,7 +23,8 @@
   instead of reaching the session; stderr is relayed into the log prefixed
   with the server name, rate-limited, so a flooding child cannot flood us.
 * The child's environment is minimal: PATH, HOME, locale, proxy and CA-bundle
-  variables, plus the configured ``env``. Nothing else leaks from the sidecar.
+  variables, plus the configured ``env``. Nothing else leaks from the sidecar
+  (``stdio_spawn``, which also starts the first generation's child early).
 
 Nursery: the transport owns one nursery for its pump tasks (stdout, stdin,
 stderr, process watcher); all of them end when the context exits.
@@ -34,9 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
-import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -53,8 +52,10 @@ from supervisor._proc import terminate_group
 from supervisor._stdio_wire import decode_message
 from supervisor._values import MASK
 from supervisor.settings import ServerSettings
+from supervisor.stdio_spawn import spawn_stdio_server
 
 if TYPE_CHECKING:
+    from supervisor.stdio_spawn import EarlyServers
     from supervisor.wire_splice import HostSplice, UpstreamSplice
 
 logger = logging.getLogger(__name__)
@@ -67,27 +68,6 @@ _STDIN_QUEUE: Final = 64
 """Messages queued for the child's stdin: the SDK's and the wire splice's lines wait here to be batched."""
 _STDERR_LINES_PER_SEC: Final = 50
 _GARBAGE_WARNINGS_PER_SEC: Final = 5
-
-_INHERITED_ENV: Final = frozenset(
-    {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LANGUAGE",
-        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
-        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-        "PIP_CERT", "PIP_INDEX_URL", "NPM_CONFIG_REGISTRY", "npm_config_cache",
-    }
-)  # fmt: skip
-
-
-def child_environment(configured: Mapping[str, str], parent: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a stdio child gets: the safe inherited subset plus ``configured``."""
-    source = os.environ if parent is None else parent
-    env = {
-        key: value
-        for key, value in source.items()
-        if (key in _INHERITED_ENV or key.startswith("LC_")) and not value.startswith("()")
-    }
-    env.update(configured)
-    return env
 
 
 @dataclass
@@ -170,8 +150,13 @@ async def open_stdio_transport(
     *,
     parent_env: Mapping[str, str] | None = None,
     splice: UpstreamSplice | None = None,
+    early: EarlyServers | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """Spawn ``settings.command`` and yield the stream pair an ``mcp.Client`` drives.
+    """Spawn ``settings.command`` (or take its early process) and yield the stream pair an ``mcp.Client`` drives.
+
+    With ``early``, the process started for this server before the SDK import
+    (``stdio_spawn``) is taken if there is one, and owned from then on exactly
+    like one spawned here.
 
     With ``splice``, the wire splice (``wire_splice``) queues request lines on
     stdin and takes its answers off stdout before they are parsed; its calls
@@ -180,18 +165,10 @@ async def open_stdio_transport(
     Raises:
         OSError: The command could not be started (not found, not executable, bad cwd).
     """
-    assert settings.command is not None, "a stdio transport needs a command"
     name = settings.name
-    proc = await trio.lowlevel.open_process(
-        [settings.command, *settings.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=settings.cwd,
-        env=child_environment(settings.env, parent_env),
-        start_new_session=True,
-    )
-    logger.debug("server=%s pid=%d started", name, proc.pid)
+    proc = early.take(settings) if early is not None else None
+    if proc is None:
+        proc = await spawn_stdio_server(settings, parent_env)
     for pipe in (proc.stdin, proc.stdout):
         widen_pipe(pipe)
     # Unbuffered towards the session (it applies its own backpressure); a short queue towards the

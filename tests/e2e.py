@@ -238,6 +238,8 @@ class ProcessLog:
     """
 
     listening: dict[str, str] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    """Every complete line so far."""
     closed: bool = False
     _changed: trio.Event = field(default_factory=trio.Event)
 
@@ -258,6 +260,7 @@ class ProcessLog:
             self._wake()
 
     def _note(self, line: str) -> None:
+        self.lines.append(line)
         if line.startswith("{"):
             with suppress(ValueError):
                 entry = json.loads(line)

@@ -85,7 +85,7 @@ async def test_serve_holds_full_collections_while_it_runs_and_gives_them_back_wh
     during_run: list[tuple[int, int, int]] = []
     settlers: list[HeapSettler] = []
 
-    async def run_nothing(*args: object, heap: HeapSettler) -> None:
+    async def run_nothing(*args: object, heap: HeapSettler, **_: object) -> None:
         during_run.append(gc.get_threshold())
         settlers.append(heap)
         await trio.lowlevel.checkpoint()
