@@ -40,10 +40,8 @@ import trio
 from mcp_types import LoggingLevel
 
 from supervisor import _malloc
-from supervisor.admin import AdminEndpoint
 from supervisor.errors import ConfigError, SupervisorError, first_leaf
 from supervisor.front import Front
-from supervisor.front_http import HttpHostLink
 from supervisor.front_stdio import StdioHostLink
 from supervisor.relay import Relay
 from supervisor.root import Supervisor
@@ -119,6 +117,8 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
                 "any process on this machine can use every configured server",
                 front_settings.host,
             )
+        from supervisor.front_http import HttpHostLink  # noqa: PLC0415  (hypercorn and starlette: HTTP only)
+
         link = HttpHostLink(front, front_settings)
     else:
         link = StdioHostLink(front, stop, grace_sec=grace)
@@ -151,6 +151,8 @@ async def _run(
         await nursery.start(front.run)
         nursery.start_soon(_announce_ready, supervisor)
         if settings.supervisor.admin.enabled:
+            from supervisor.admin import AdminEndpoint  # noqa: PLC0415  (hypercorn and starlette: admin only)
+
             await nursery.start(AdminEndpoint(supervisor, settings.supervisor).run)
         await nursery.start(link.run)
         await stop.wait()
