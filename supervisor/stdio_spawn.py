@@ -119,7 +119,7 @@ class EarlyServers:
 
     @property
     def waiting(self) -> dict[str, trio.Process]:
-        """The processes not taken yet, by server name (for status and tests)."""
+        """The processes not taken yet, by server name (a copy: tests read it)."""
         return {name: proc for name, (_, proc) in self._waiting.items()}
 
     async def start(self, settings: Settings) -> None:
