@@ -73,16 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 trio.run(login, settings, args.server)
                 return EXIT_OK
             case "run":
-                trio.run(_run, settings)
-                return EXIT_OK
+                return trio.run(_start_early_then, settings, "run")
             case "tools":
-                from supervisor import oneshot  # noqa: PLC0415
-
-                return trio.run(oneshot.tools, settings, args.json)
+                return trio.run(_start_early_then, settings, "tools", args.json)
             case "call":
-                from supervisor import oneshot  # noqa: PLC0415
-
-                return trio.run(oneshot.call, settings, args.tool, oneshot.parse_arguments(args.arguments))
+                arguments = parse_tool_arguments(args.arguments)  # a usage error before anything starts
+                return trio.run(_start_early_then, settings, "call", args.tool, arguments)
     except ConfigError as exc:
         print(f"mcp-supervisor: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -94,15 +90,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise AssertionError(f"unhandled command {command!r}")
 
 
-async def _run(settings: Settings) -> None:
-    """``run``: start the stdio servers, then import the SDK while they start, then serve (``stdio_spawn``)."""
+async def _start_early_then(settings: Settings, command: str, *args: Any) -> int:
+    """``run``, ``tools``, ``call``: start the stdio servers, import the SDK while they start, then the command.
+
+    The early start is ``stdio_spawn``'s: the first connection attempt of each
+    server takes its process. ``run`` serves until stopped; ``tools`` and
+    ``call`` connect once (``oneshot``).
+    """
     from supervisor.stdio_spawn import early_servers  # noqa: PLC0415  (trio and the settings only: no SDK)
 
     async with early_servers(settings) as early:
-        from supervisor.serve import serve  # noqa: PLC0415  (~0.65 s of one CPU: the early servers start meanwhile)
+        if command == "run":
+            from supervisor.serve import serve  # noqa: PLC0415  (~0.65 s of one CPU: the early servers start meanwhile)
+
+            early.release_cpus()
+            await serve(settings, early)
+            return EXIT_OK
+        from supervisor import oneshot  # noqa: PLC0415  (the same import)
 
         early.release_cpus()
-        await serve(settings, early)
+        if command == "tools":
+            return await oneshot.tools(settings, *args, early=early)
+        return await oneshot.call(settings, *args, early=early)
+
+
+def parse_tool_arguments(text: str | None) -> dict[str, Any] | None:
+    """The ``call`` command's JSON arguments, checked before anything starts (no SDK needed for that).
+
+    Raises:
+        ConfigError: ``text`` is not JSON or not a JSON object (a usage error, exit 2).
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the tool arguments are not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(value, dict):
+        raise ConfigError('the tool arguments must be a JSON object, e.g. \'{"text": "hi"}\'')
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """The one-shot commands ``tools`` and ``call``: start every server once, report, stop.
 
-Each command is one ``trio.run`` entry point (the CLI calls it). It owns one
+Each command is one entry point the CLI runs under ``trio.run``, after starting
+the stdio servers early (``stdio_spawn``; ``early`` hands them over). It owns one
 nursery holding the :class:`~supervisor.root.Supervisor`; the wait for the
 servers' first attempts is bounded by the slowest ``startup_timeout_sec`` plus
 one second, and the nursery is cancelled as soon as the answer is known, which
@@ -19,33 +20,16 @@ import trio
 from mcp import MCPError
 
 from supervisor.cli import EXIT_OK, EXIT_RUNTIME
-from supervisor.errors import ConfigError
 from supervisor.progress import Progress
 from supervisor.root import Supervisor
 from supervisor.settings import Settings
+from supervisor.stdio_spawn import EarlyServers
 
 
-def parse_arguments(text: str | None) -> dict[str, Any] | None:
-    """The ``call`` command's JSON arguments, checked before anything starts.
-
-    Raises:
-        ConfigError: ``text`` is not JSON or not a JSON object (a usage error, exit 2).
-    """
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"the tool arguments are not valid JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(value, dict):
-        raise ConfigError('the tool arguments must be a JSON object, e.g. \'{"text": "hi"}\'')
-    return value
-
-
-async def tools(settings: Settings, as_json: bool) -> int:
+async def tools(settings: Settings, as_json: bool, *, early: EarlyServers | None = None) -> int:
     """Print the aggregated catalog and each server's state; exit 1 if nothing came up."""
     async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
+        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers), early=early)
         await nursery.start(supervisor.run)
         with trio.move_on_after(supervisor.startup_bound_sec + 1):
             await supervisor.wait_first_attempts()
@@ -84,10 +68,12 @@ async def tools(settings: Settings, as_json: bool) -> int:
     return EXIT_RUNTIME if failed and not catalog else EXIT_OK
 
 
-async def call(settings: Settings, public_name: str, arguments: dict[str, Any] | None) -> int:
+async def call(
+    settings: Settings, public_name: str, arguments: dict[str, Any] | None, *, early: EarlyServers | None = None
+) -> int:
     """Call one namespaced tool and print its result; exit 1 on an unknown tool or a failed call."""
     async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers))
+        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers), early=early)
         await nursery.start(supervisor.run)
         with trio.move_on_after(supervisor.startup_bound_sec + 1):
             await supervisor.wait_first_attempts()

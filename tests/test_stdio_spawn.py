@@ -26,7 +26,17 @@ from supervisor import serve as serve_module
 from supervisor._proc import group_alive, terminate_group
 from supervisor.settings import ServerSettings, Settings, SupervisorSection
 from supervisor.stdio_spawn import EarlyServers, early_servers
-from tests.e2e import MARK_ENV, REPO_ROOT, fixture_server, open_host, scaled, sidecar_env, started_pids, write_settings
+from tests.e2e import (
+    MARK_ENV,
+    REPO_ROOT,
+    fixture_server,
+    open_host,
+    run_cli,
+    scaled,
+    sidecar_env,
+    started_pids,
+    write_settings,
+)
 
 pytestmark = pytest.mark.e2e  # every test here starts processes
 
@@ -191,3 +201,18 @@ async def test_a_sidecar_terminates_the_early_processes_left_once_every_first_at
             assert early.waiting == {}
         finally:
             await early.discard_untaken()
+
+
+@pytest.mark.parametrize("command", ["tools", "call"])
+async def test_the_one_shot_commands_use_the_process_started_before_the_sdk_import(
+    tmp_path: Path, command: str
+) -> None:
+    log = tmp_path / "fx.log"
+    config = write_settings(tmp_path, {"fx": fixture_server("--tools", "echo", "--log", str(log))})
+    extra = ["mcp__fx__echo", '{"text": "hi"}'] if command == "call" else []
+    result = await run_cli(command, "--config", str(config), "--verbose", *extra)
+    assert result.code == 0, result.stderr
+    assert ("mcp__fx__echo" if command == "tools" else '"hi"') in result.stdout
+    taken = re.findall(r"server=fx: its first generation takes .* pid=(\d+)", result.stderr)
+    assert started_pids(log) == [int(pid) for pid in taken]  # one process in all: the early one, taken
+    assert len(taken) == 1
