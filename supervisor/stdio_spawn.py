@@ -4,7 +4,7 @@
 session (its own process group, DESIGN §7), with the minimal environment of
 ``child_environment``, its three standard streams piped to us.
 
-The early start (issue 11, cold start). ``python -m supervisor run`` spends
+The early start (issue 11, cold start; ``run``, ``tools`` and ``call``). ``python -m supervisor run`` spends
 ~0.65 s of one core importing the ``mcp`` SDK before it can connect anything,
 and only then started its stdio servers, so a server's own start-up (a few ms
 for a stdlib script, ~0.5 s for a Python SDK server, 1-2 s for ``npx``) came
