@@ -261,6 +261,7 @@ class ProcessLog:
 
     def _note(self, line: str) -> None:
         self.lines.append(line)
+        self._wake()  # for wait_line
         if line.startswith("{"):
             with suppress(ValueError):
                 entry = json.loads(line)
@@ -286,6 +287,20 @@ class ProcessLog:
                 await self._changed.wait()
             return self.listening[listener]
         raise AssertionError(f"no {listener} URL announced within {bound_sec:g}s")
+
+    async def wait_line(self, pattern: str, *, bound_sec: float = STARTUP_BOUND_SEC) -> re.Match[str]:
+        """The first line so far or to come that ``pattern`` matches; fails if the process ends first."""
+        with trio.move_on_after(bound_sec):
+            seen = 0
+            while True:
+                for line in self.lines[seen:]:
+                    if (match := re.search(pattern, line)) is not None:
+                        return match
+                seen = len(self.lines)
+                if self.closed:
+                    raise AssertionError(f"the process ended without logging a line matching {pattern!r}")
+                await self._changed.wait()
+        raise AssertionError(f"no line matching {pattern!r} within {bound_sec:g}s")
 
     async def wait_closed(self) -> None:
         """Return once the relay has read the process's stderr to EOF."""

@@ -136,6 +136,7 @@ async def test_a_crash_looping_server_gives_up_after_max_attempts_and_never_list
     )
     with trio.fail_after(BOUND_SEC):
         async with open_host(config) as host:
+            await host.log.wait_line(r"server=dead gave up after 3 consecutive failures")
             names = await host.wait_tools(lambda names: "mcp__ok__echo" in names)
             assert _owned(names, "dead") == []
             assert text_of(await host.call("mcp__ok__echo", {"text": "fine"})) == "fine"
@@ -150,7 +151,9 @@ async def test_a_crash_looping_server_gives_up_after_max_attempts_and_never_list
     assert [tool["name"] for tool in catalog["tools"]] == ["mcp__ok__echo"]
     servers = {server["name"]: server for server in catalog["servers"]}
     assert servers["ok"]["state"] == "ready"
-    assert servers["dead"]["state"] == "failed", servers["dead"]
+    # The one-shot reports once every server's first attempt has ended: by then the dead one may
+    # or may not have used its three (the healthy one, started early, is often ready first).
+    assert servers["dead"]["state"] in ("failed", "reconnecting"), servers["dead"]
     assert servers["dead"]["tools"] == 0
     assert "dead" in servers["dead"]["last_error"]
     assert "exited with code 1" in servers["dead"]["last_error"] or "handshake" in servers["dead"]["last_error"]
