@@ -18,8 +18,10 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -99,19 +101,43 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
     """
     from supervisor.stdio_spawn import early_servers  # noqa: PLC0415  (trio and the settings only: no SDK)
 
-    async with early_servers(settings) as early:
-        if command == "run":
-            from supervisor.serve import serve  # noqa: PLC0415  (~0.65 s of one CPU: the early servers start meanwhile)
+    with _terminate_unwinds_like_interrupt():
+        async with early_servers(settings) as early:
+            if command == "run":
+                from supervisor.serve import serve  # noqa: PLC0415  (~0.65 s of one CPU: the servers start meanwhile)
+
+                early.release_cpus()
+                await serve(settings, early)
+                return EXIT_OK
+            from supervisor import oneshot  # noqa: PLC0415  (the same import)
 
             early.release_cpus()
-            await serve(settings, early)
-            return EXIT_OK
-        from supervisor import oneshot  # noqa: PLC0415  (the same import)
+            if command == "tools":
+                return await oneshot.tools(settings, *args, early=early)
+            return await oneshot.call(settings, *args, early=early)
 
-        early.release_cpus()
-        if command == "tools":
-            return await oneshot.tools(settings, *args, early=early)
-        return await oneshot.call(settings, *args, early=early)
+
+@contextmanager
+def _terminate_unwinds_like_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like SIGINT (trio's ``KeyboardInterrupt``) until ``serve`` listens for it itself.
+
+    The early start has children running before ``serve``'s own handler
+    (``serve._stop_on_signal``) exists; SIGTERM's default action would end the
+    process at once and leave behind every child that does not exit on EOF
+    (I11). Unwinding instead runs ``early_servers``' exit, which terminates and
+    reaps them. Only where trio installed its SIGINT handler (the main thread):
+    that handler raises only where trio can take it, else delivers it at the
+    next checkpoint.
+    """
+    interrupt = signal.getsignal(signal.SIGINT)
+    if not callable(interrupt) or interrupt is signal.default_int_handler:
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def parse_tool_arguments(text: str | None) -> dict[str, Any] | None:

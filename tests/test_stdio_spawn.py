@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,6 +35,7 @@ from tests.e2e import (
     open_host,
     run_cli,
     scaled,
+    sidecar_argv,
     sidecar_env,
     started_pids,
     write_settings,
@@ -216,3 +219,27 @@ async def test_the_one_shot_commands_use_the_process_started_before_the_sdk_impo
     taken = re.findall(r"server=fx: its first generation takes .* pid=(\d+)", result.stderr)
     assert started_pids(log) == [int(pid) for pid in taken]  # one process in all: the early one, taken
     assert len(taken) == 1
+
+
+async def test_sigterm_before_the_sidecar_serves_still_reaps_what_it_started_early(tmp_path: Path) -> None:
+    # A server that ignores its stdin (EOF alone would not end it) and tells a FIFO its pid once it runs.
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    code = f"import os, time; os.write(os.open({str(fifo)!r}, os.O_WRONLY), str(os.getpid()).encode()); time.sleep(600)"
+    config = write_settings(tmp_path, {"stubborn": {"command": sys.executable, "args": ["-c", code]}})
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    sidecar = await trio.lowlevel.open_process(
+        sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=sidecar_env(), cwd=str(REPO_ROOT)
+    )
+    try:
+        with trio.fail_after(BOUND_SEC):
+            await trio.lowlevel.wait_readable(reader)
+            child = int(os.read(reader, 64))
+            # The SDK import takes ~0.65 s from here: the signal lands in it, before serve listens.
+            sidecar.send_signal(signal.SIGTERM)
+            await sidecar.wait()
+    finally:
+        os.close(reader)
+        with trio.CancelScope(shield=True):
+            await terminate_group("sidecar", sidecar)
+    assert not group_alive(child)  # terminated and reaped, not left to outlive the sidecar (I11)
