@@ -201,14 +201,21 @@ class ToolsListWireCache:
         return envelope
 
     def _make_forms(self, version: str, entries: list[RegisteredTool]) -> None:
-        """Give every entry lacking one its wire form in ``version``, through the SDK's sieve in one batch."""
+        """Give every entry lacking one its wire form in ``version``, through the SDK's sieve in one batch.
+
+        The forms are made of the upstream definitions (``source``) and renamed
+        in the form: a tool's name is a plain string on every surface, so the
+        sieve treats the raw name as it would the public one, and no renamed
+        model is made for it (``Registered.definition``).
+        """
         missing = [entry for entry in entries if version not in entry.wire]
         if not missing:
             return
-        dumped = types.ListToolsResult(tools=[entry.definition for entry in missing]).model_dump(
+        dumped = types.ListToolsResult(tools=[entry.source for entry in missing]).model_dump(
             by_alias=True, mode="json", exclude_none=True
         )
         forms = sdk_methods.serialize_server_result(_METHOD, version, dumped)["tools"]
         for entry, form in zip(missing, forms, strict=True):
+            form["name"] = entry.key
             entry.wire[version] = form
         self.forms_made += len(missing)

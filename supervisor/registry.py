@@ -26,13 +26,19 @@ kind keeps only that kind's previous generation.
 
 Owners are server names or reserved owners (``claim``).
 
-The Registry never shares a definition with its caller. A plain listing is
-deep-copied on the way in. An ``OwnedListing`` is handed over: its producer
-(``upstream_listing``) parsed it for this swap and keeps no reference, so the
-Registry keeps its objects and only renames (a shallow copy per tool or
-prompt, about a fifth of a deep copy's cost on a cold start of 100 tools per
-server). The one other holder of a fetched listing's nested data is the SDK's
-response-cache entry, which is its own copy (``upstream_listing``).
+The Registry never shares a definition with a caller that may change it. A
+plain listing is deep-copied on the way in. An ``OwnedListing`` is handed over:
+its producer (``upstream_listing``) parsed it for this swap, and the only other
+holder of its objects is the response cache's entry, which never changes them
+either. Its definitions are kept as they are, each entry's ``source``.
+
+An entry's ``definition`` (the source renamed to its public name) is made on
+first use, not at the swap: on a cold start of 50 servers x 100 tools the
+renamed copies were a twentieth of the sidecar's CPU, and the hot readers need
+none of them. The host's ``tools/list`` forms (``catalog_wire``) are made from
+the sources and renamed in the form; the call paths read the source's output
+schema. Only the SDK's own list answer and the one-shot commands ask for
+``definition``.
 """
 
 from __future__ import annotations
@@ -61,20 +67,33 @@ class Registered(Generic[D]):
             ``owner\\0template`` (templates).
         owner: The server (or reserved owner) that serves it.
         raw_name: What goes on the wire upstream: raw tool/prompt name, URI or URI template.
-        definition: The definition the host sees.
+        source: The definition as its server listed it (never changed, and
+            possibly shared with the response cache: read it, never mutate it).
     """
 
     key: str
     owner: str
     raw_name: str
-    definition: D
+    source: D
     wire: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
     """The definition's wire form per protocol version, filled by its readers (``catalog_wire``). An entry
     lives for one generation of its server, so the form can never outlive the definition it was made of."""
+    _definition: D | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def public_name(self) -> str:
         return self.key
+
+    @property
+    def definition(self) -> D:
+        """The definition the host sees: ``source`` under its public name (made on first use, then kept)."""
+        if self._definition is None:
+            source = self.source
+            renames = isinstance(source, types.Tool | types.Prompt) and source.name != self.key
+            # Frozen for its fields; this cache of a value derived from them is set once.
+            object.__setattr__(self, "_definition", source.model_copy(update={"name": self.key}) if renames else source)
+        assert self._definition is not None
+        return self._definition
 
 
 RegisteredTool = Registered[types.Tool]
@@ -254,7 +273,7 @@ class Registry:
         held = catalog.by_key.get(public_name)
         if held is not None and held.owner != owner:
             raise RegistryConflict(public_name, held.owner, owner)
-        entry = Registered(public_name, owner, definition.name, definition.model_copy(update={"name": public_name}))
+        entry = Registered(public_name, owner, definition.name, definition.model_copy())
         catalog.by_key[public_name] = entry
         catalog.by_owner.setdefault(owner, {})[public_name] = entry
         self._touched(catalog)
@@ -304,7 +323,7 @@ class Registry:
     @staticmethod
     def _build(owner: str, kind: Kind, listing: Iterable[Definition], namespace: bool) -> dict[str, Registered[Any]]:
         generation: dict[str, Registered[Any]] = {}
-        # Handed over (OwnedListing): rename with a shallow copy; otherwise never share with the caller.
+        # Handed over (OwnedListing): kept as it is; otherwise never share with the caller.
         deep = not isinstance(listing, OwnedListing)
         if kind in ("resources", "templates"):
             for item in listing:
@@ -325,5 +344,5 @@ class Registry:
             if public in generation:
                 # Only a hash collision (or two raw names that sanitize alike) gets here; refuse to shadow.
                 raise DuplicateName(f"server {owner!r}: {kind} collide on the public name {public!r}")
-            generation[public] = Registered(public, owner, raw, item.model_copy(update={"name": public}, deep=deep))
+            generation[public] = Registered(public, owner, raw, item.model_copy(deep=True) if deep else item)
         return generation

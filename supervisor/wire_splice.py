@@ -487,7 +487,7 @@ class HostSplice:
         if plain is None or routed is None:
             return False
         tool, actor = routed
-        upstream = actor.wire_upstream if tool.definition.output_schema is None else None
+        upstream = actor.wire_upstream if tool.source.output_schema is None else None
         splice = upstream.splice if upstream is not None else None
         if splice is None or not splice.ready:
             return False

@@ -33,7 +33,9 @@ def test_I3_a_swap_registers_namespaced_definitions_that_route_to_the_raw_name()
     assert result.changed
     assert result.conflicts == ()
     echo = registry.lookup("mcp__srv__echo")
-    assert echo == RegisteredTool("mcp__srv__echo", "srv", "echo", tool("mcp__srv__echo", "says it back"))
+    assert echo == RegisteredTool("mcp__srv__echo", "srv", "echo", tool("echo", "says it back"))
+    assert echo.definition == tool("mcp__srv__echo", "says it back")
+    assert echo.definition is echo.definition  # made once
     odd = registry.lookup(public_tool_name("srv", "get.time"))
     assert odd is not None
     assert odd.raw_name == "get.time"
@@ -66,7 +68,8 @@ def test_I3_a_conflicting_swap_keeps_the_previous_generation_identical_and_the_s
     assert _state(registry) == before
     assert registry.version == version
     squatter = registry.lookup("mcp__srv__taken")
-    assert squatter == RegisteredTool("mcp__srv__taken", "squatter", "mine", tool("mcp__srv__taken", "the squatter's"))
+    assert squatter == RegisteredTool("mcp__srv__taken", "squatter", "mine", tool("mine", "the squatter's"))
+    assert squatter.definition == tool("mcp__srv__taken", "the squatter's")
 
 
 def test_I3_a_first_swap_with_a_conflict_registers_no_tools_at_all() -> None:

@@ -19,15 +19,18 @@ from tests.fakes import tool
 BOUND_SEC = 10.0
 
 
-def test_an_owned_listing_is_kept_renamed_without_a_deep_copy() -> None:
+def test_an_owned_listing_is_kept_as_listed_and_renamed_only_when_read() -> None:
     registry = Registry()
     handed_over = tool("a")
     registry.swap_many("srv", {"tools": OwnedListing([handed_over])})
     held = registry.lookup("mcp__srv__a")
     assert held is not None
+    assert held.source is handed_over
+    assert held._definition is None, "no renamed copy is made at the swap"
     assert held.definition.name == "mcp__srv__a"
     assert handed_over.name == "a", "the rename is a new model, never an edit of the listing's"
     assert held.definition.input_schema is handed_over.input_schema
+    assert registry.tools() == [held.definition]
 
 
 def test_a_plain_listing_is_still_deep_copied() -> None:
