@@ -20,9 +20,10 @@ schemas for ``call_tool``). Around that it repeats ``Client._cached_fetch``
 with the client's own ``ClientResponseCache``: the same keys, arms, lifetimes,
 ``use``/``refresh``/``bypass`` semantics and eviction generations, so I4-I7
 and the fleet store see no difference. What changes is the copy the cache
-makes of a page on write and on every serve: ``CachedToolsPage`` copies
-itself by a JSON round trip of its own fields (about a third of a deep copy's
-cost), which is a full, independent copy.
+makes of a page on write and on every serve: on a serve, ``CachedToolsPage``
+copies itself by a JSON round trip of its own fields (about a third of a deep
+copy's cost), which is a full, independent copy; on a write, the stored page
+shares the fetched page's tools (``SharedOnWrite``), which nobody changes.
 
 A listing that fails validation raises ``pydantic.ValidationError`` as the
 SDK's did (the caller's ``ErrorTranslator`` makes it an ``UpstreamProtocolError``:
@@ -83,6 +84,26 @@ class CachedToolsPage(types.ListToolsResult):
         return self.model_validate_json(self.model_dump_json(by_alias=True, exclude_unset=True), by_name=False)
 
 
+class SharedOnWrite(CachedToolsPage):
+    """What ``list_tools_page`` hands the cache's write: a page whose copy there shares its tools.
+
+    The cache stores a deep copy of what it is given, lest the caller change
+    it afterwards. The caller here hands the fetched tools to the Registry,
+    which keeps them as they are (``Registered.source``: read, never changed),
+    so the stored page may hold the same tool objects. It is a plain
+    ``CachedToolsPage`` (its own list of them), and what the cache serves later
+    is still a full copy of it. Saves one copy of every page fetched (~0.4 ms per
+    100 tools; a twentieth of a cold start's CPU).
+    """
+
+    @classmethod
+    def of(cls, page: types.ListToolsResult) -> SharedOnWrite:
+        return cls.model_construct(page.model_fields_set, **page.__dict__)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> CachedToolsPage:  # type: ignore[override]
+        return CachedToolsPage.model_construct(self.model_fields_set, **{**self.__dict__, "tools": list(self.tools)})
+
+
 @cache
 def _wire_model(version: str) -> TypeAdapter[Any] | None:
     """The negotiated revision's ``tools/list`` result model (None for a revision the SDK does not map)."""
@@ -135,7 +156,7 @@ async def list_tools_page(client: Client, cursor: str | None, cache_mode: CacheM
         return absorb_tool_listing(session, served, complete=served.next_cursor is None)
     generation = cache.capture(TOOLS_LIST, "")
     page = await send()
-    await cache.write(TOOLS_LIST, "", page, generation, cache_mode)
+    await cache.write(TOOLS_LIST, "", SharedOnWrite.of(page), generation, cache_mode)
     return page
 
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from supervisor.cache import CatalogCache
 from supervisor.registry import OwnedListing
 from supervisor.settings import ServerSettings
-from supervisor.upstream_listing import CachedToolsPage, list_all, list_tools_page, parse_tools_page
+from supervisor.upstream_listing import CachedToolsPage, SharedOnWrite, list_all, list_tools_page, parse_tools_page
 
 BOUND_SEC = 10.0
 CACHE_FIELDS: dict[str, Any] = {"cacheScope": "private", "resultType": "complete"}
@@ -176,3 +176,17 @@ def test_a_cached_tools_page_copies_into_an_equal_independent_page_with_the_same
     copied.tools[0].input_schema["properties"]["text"]["type"] = "integer"
     assert page.tools[0].input_schema["properties"]["text"]["type"] == "string"
     assert "ttl_ms" not in page.model_copy(deep=True).model_fields_set
+
+
+def test_the_cache_stores_a_fetched_page_sharing_its_tools_and_still_serves_independent_copies() -> None:
+    listed = {"tools": [tool.model_dump(by_alias=True) for tool in _tools(2)], "ttlMs": 10, **CACHE_FIELDS}
+    page = parse_tools_page(listed, "2026-07-28")
+    stored = SharedOnWrite.of(page).model_copy(deep=True)  # what ``ClientResponseCache.write`` keeps
+    assert type(stored) is CachedToolsPage
+    assert stored == page and stored.model_fields_set == page.model_fields_set
+    assert stored.tools is not page.tools
+    assert all(kept is fetched for kept, fetched in zip(stored.tools, page.tools, strict=True))
+    served = stored.model_copy(deep=True)  # what ``ClientResponseCache.read`` hands out
+    assert served == page
+    served.tools[0].input_schema["properties"]["text"]["type"] = "integer"
+    assert page.tools[0].input_schema["properties"]["text"]["type"] == "string"
