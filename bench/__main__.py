@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from bench import big_listing, call_path, fleet, fleet_store, reconnect, storm
-from bench.harness import cores, versions
+from bench.harness import box_speed, cores, versions
 
 BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p1": reconnect.run,
@@ -24,6 +24,10 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
 }
 
 
+def _describe(speed: dict[str, float]) -> str:
+    return f"python loop {speed['python_loop_ms']} ms, pipe round trip {speed['pipe_round_trip_us']} us"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (under 2 minutes)")
@@ -31,13 +35,18 @@ def main() -> int:
     parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="which benchmarks (default: all)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    box = {"start": box_speed()}
+    print(f"box at the start: {_describe(box['start'])}")
     results: dict[str, Any] = {
         "cores": cores(),
         "quick": args.quick,
         "versions": versions() | {"fastmcp": call_path.FASTMCP_VERSION},
+        "box": box,
     }
     for name in args.names or list(BENCHMARKS):
         results.update(trio.run(lambda run=BENCHMARKS[name]: run(quick=args.quick)))
+    box["end"] = box_speed()
+    print(f"box at the end: {_describe(box['end'])}")
     if args.json:
         print(json.dumps(results))
     return 0

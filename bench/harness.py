@@ -9,6 +9,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -131,6 +132,49 @@ def versions() -> dict[str, str]:
         "trio": version("trio"),
         "anyio": version("anyio"),
         "pydantic": version("pydantic"),
+    }
+
+
+_ECHO_BYTES: Final = """
+import os
+while os.read(0, 1):
+    os.write(1, b"x")
+"""
+_PIPE_ROUND_TRIPS: Final = 5000
+_LOOP_ADDITIONS: Final = 2_000_000
+
+
+def box_speed() -> dict[str, float]:
+    """How fast this box is right now, so runs on different (or drifting) boxes can be told apart.
+
+    ``python_loop_ms``: one thread's CPU for a fixed pure-Python loop; ``pipe_round_trip_us``:
+    a one-byte write and its one-byte answer through two pipes to another process (two
+    wake-ups, what every proxied message pays twice). Medians of three. Shared boxes move
+    both by a quarter or more from one minute to the next: ratios measured side by side
+    are the figures to compare, these only say how the box stood.
+    """
+    loops: list[float] = []
+    for _ in range(3):
+        start, total = time.thread_time(), 0
+        for index in range(_LOOP_ADDITIONS):
+            total += index
+        loops.append((time.thread_time() - start) * 1000)
+    trips: list[float] = []
+    with subprocess.Popen(
+        [sys.executable, "-S", "-c", _ECHO_BYTES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+    ) as echo:
+        assert echo.stdin is not None and echo.stdout is not None
+        write_fd, read_fd = echo.stdin.fileno(), echo.stdout.fileno()
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(_PIPE_ROUND_TRIPS):
+                os.write(write_fd, b"x")
+                os.read(read_fd, 1)
+            trips.append((time.perf_counter() - start) / _PIPE_ROUND_TRIPS * 1e6)
+        echo.stdin.close()
+    return {
+        "python_loop_ms": round(statistics.median(loops), 1),
+        "pipe_round_trip_us": round(statistics.median(trips), 1),
     }
 
 
