@@ -128,7 +128,7 @@ def _run_time_sec(pid: int) -> float:
 
 
 async def _one(
-    workdir: Path, servers: int, kind: str, *, measure: bool, spawn_concurrency: int = 0
+    workdir: Path, servers: int, kind: str, *, measure: bool, spawn_concurrency: int = 0, lists: int = LISTS
 ) -> dict[str, float]:
     expected = servers * TOOLS_PER_SERVER
     config = _config(workdir, servers, kind, spawn_concurrency)
@@ -146,7 +146,7 @@ async def _one(
                 out["rss_mb"] = rss_mb(host.process.pid)
                 samples: list[float] = []
                 cpu_before = cpu_first = cpu_sec(host.process.pid)
-                for index in range(LISTS):
+                for index in range(lists):
                     if index == 1:
                         cpu_first = cpu_sec(host.process.pid)
                     t0 = trio.current_time()
@@ -154,7 +154,7 @@ async def _one(
                     samples.append(trio.current_time() - t0)
                     if listed != expected:
                         raise RuntimeError(f"listed {listed} tools, expected {expected}")
-                out["cpu_ms_per_list"] = (cpu_sec(host.process.pid) - cpu_first) / (LISTS - 1) * 1000
+                out["cpu_ms_per_list"] = (cpu_sec(host.process.pid) - cpu_first) / (lists - 1) * 1000
                 out["cpu_ms_first_list"] = (cpu_first - cpu_before) * 1000
                 out["list_ms_p50"] = percentile(samples, 0.5) * 1000
                 out["list_ms_max"] = max(samples) * 1000
@@ -163,14 +163,14 @@ async def _one(
     return out
 
 
-async def _direct_list_ms(tools: int) -> float:
+async def _direct_list_ms(tools: int, lists: int) -> float:
     """p50 of the same host listing ``tools`` tools straight from one lite server: the host's own cost."""
     argv = lite_argv(tools)
     quiet_host_heap()
     try:
         async with open_host(argv, mode="auto", env={BENCH_MARK_ENV: bench_mark()}) as host:
             samples: list[float] = []
-            for _ in range(LISTS):
+            for _ in range(lists):
                 t0 = trio.current_time()
                 await host.session.list_tools(cache_mode="bypass")
                 samples.append(trio.current_time() - t0)
@@ -179,7 +179,7 @@ async def _direct_list_ms(tools: int) -> float:
     return percentile(samples, 0.5) * 1000
 
 
-async def _paired_list_ms(servers: int) -> tuple[float, float]:
+async def _paired_list_ms(servers: int, lists: int) -> tuple[float, float]:
     """p50s of one host listing the same catalog from a sidecar and straight from one lite server, alternately.
 
     The same catalog, byte for byte in what the host parses: the direct server names
@@ -199,7 +199,7 @@ async def _paired_list_ms(servers: int) -> tuple[float, float]:
             ):
                 await sidecar.wait_tools(lambda n: len(n) >= tools, bound_sec=READY_BOUND_SEC, poll_sec=0.1)
                 samples: dict[str, list[float]] = {"sidecar": [], "direct": []}
-                for index in range(2 * LISTS):
+                for index in range(2 * lists):
                     name, host = ("sidecar", sidecar) if index % 2 == 0 else ("direct", direct)
                     t0 = trio.current_time()
                     listed = len((await host.session.list_tools(cache_mode="bypass")).tools)
@@ -235,13 +235,15 @@ def _floor_sec(one: list[dict[str, float]], many: list[dict[str, float]]) -> flo
     return max(needed / cores(), _cpu_sec(many)["sidecar"])
 
 
-async def _fleet(kind: str, fleet: int, rounds: int) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+async def _fleet(
+    kind: str, fleet: int, rounds: int, lists: int
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     one: list[dict[str, float]] = []
     many: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             one.append(await _one(Path(tmp), 1, kind, measure=False))
-            many.append(await _one(Path(tmp), fleet, kind, measure=True))
+            many.append(await _one(Path(tmp), fleet, kind, measure=True, lists=lists))
     return one, many
 
 
@@ -250,10 +252,11 @@ async def run(*, quick: bool) -> dict[str, Any]:
     # shared box whose speed drifts by a quarter within seconds (5 until round 5; round 6's notes).
     # 50 cold SDK children take 20-30 s on 2 cores: 3 rounds, and too much for --quick's budget.
     lite_rounds, sdk_rounds, sdk_fleet = (1, 1, 5) if quick else (9, 3, 50)
+    lists = LISTS // 2 if quick else LISTS  # --quick: 40 lists of 5,000 tools instead of 80 (~6-10 s)
     result: dict[str, Any] = {"p3_fleet_servers": sdk_fleet}
     for kind, fleet, rounds in (("lite", 50, lite_rounds), ("sdk", sdk_fleet, sdk_rounds)):
         print(f"p3 fleet ({kind}): {fleet} stdio servers x {TOOLS_PER_SERVER} tools vs 1 server; {rounds} round(s)")
-        one, many = await _fleet(kind, fleet, rounds)
+        one, many = await _fleet(kind, fleet, rounds, lists)
         ready_1 = median([r["ready_sec"] for r in one])
         ready_n = median([r["ready_sec"] for r in many])
         suffix = "" if kind == "sdk" else "_lite"
@@ -305,14 +308,14 @@ async def run(*, quick: bool) -> dict[str, Any]:
             f"{result[f'p3_sidecar_cpu_ms_per_list{suffix}']} ms per {fleet * TOOLS_PER_SERVER}-tool list "
             f"(first list after a change {result[f'p3_sidecar_cpu_ms_first_list{suffix}']} ms)"
         )
-    direct_ms = await _direct_list_ms(50 * TOOLS_PER_SERVER)
+    direct_ms = await _direct_list_ms(50 * TOOLS_PER_SERVER, lists)
     result["p3_list_ms_p50_direct_same_catalog"] = round(direct_ms, 2)
     result["p3_list_ratio_sidecar_vs_direct_lite"] = round(result["p3_list_ms_p50_lite"] / direct_ms, 3)
     print(
         f"  the same host listing {50 * TOOLS_PER_SERVER} tools straight from one server (no sidecar): "
         f"p50 {direct_ms:.1f} ms; the difference is the sidecar's share"
     )
-    paired_sidecar_ms, paired_direct_ms = await _paired_list_ms(50)
+    paired_sidecar_ms, paired_direct_ms = await _paired_list_ms(50, lists)
     result["p3_list_ms_p50_paired_handshake"] = {
         "sidecar": round(paired_sidecar_ms, 2),
         "direct": round(paired_direct_ms, 2),
