@@ -46,6 +46,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, Final
@@ -128,7 +129,14 @@ def _run_time_sec(pid: int) -> float:
 
 
 async def _one(
-    workdir: Path, servers: int, kind: str, *, measure: bool, spawn_concurrency: int = 0, lists: int = LISTS
+    workdir: Path,
+    servers: int,
+    kind: str,
+    *,
+    measure: bool,
+    spawn_concurrency: int = 0,
+    lists: int = LISTS,
+    sidecar: Callable[[Path], list[str]] = sidecar_argv,
 ) -> dict[str, float]:
     expected = servers * TOOLS_PER_SERVER
     config = _config(workdir, servers, kind, spawn_concurrency)
@@ -136,7 +144,7 @@ async def _one(
     quiet_host_heap()
     try:
         start, host_cpu_start = trio.current_time(), time.process_time()
-        async with open_host(sidecar_argv(config), mode="auto") as host:
+        async with open_host(sidecar(config), mode="auto") as host:
             await host.wait_tools(lambda n: len(n) >= expected, bound_sec=READY_BOUND_SEC, poll_sec=0.1)
             out["ready_sec"] = trio.current_time() - start
             out["cpu_at_ready_sec"] = cpu_sec(host.process.pid)
