@@ -222,10 +222,13 @@ async def test_the_one_shot_commands_use_the_process_started_before_the_sdk_impo
 
 
 async def test_sigterm_before_the_sidecar_serves_still_reaps_what_it_started_early(tmp_path: Path) -> None:
-    # A server that ignores its stdin (EOF alone would not end it) and tells a FIFO its pid once it runs.
+    # A server that ignores its stdin (EOF alone would not end it), tells a FIFO its pid once it runs,
+    # then waits for a signal: only the sidecar's termination of its group ends it.
     fifo = tmp_path / "started"
     os.mkfifo(fifo)
-    code = f"import os, time; os.write(os.open({str(fifo)!r}, os.O_WRONLY), str(os.getpid()).encode()); time.sleep(600)"
+    code = (
+        f"import os, signal; os.write(os.open({str(fifo)!r}, os.O_WRONLY), str(os.getpid()).encode()); signal.pause()"
+    )
     config = write_settings(tmp_path, {"stubborn": {"command": sys.executable, "args": ["-c", code]}})
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     sidecar = await trio.lowlevel.open_process(
