@@ -135,7 +135,7 @@ def versions() -> dict[str, str]:
     }
 
 
-_ECHO_BYTES: Final = """
+_ECHO_SCRIPT: Final = """
 import os
 while os.read(0, 1):
     os.write(1, b"x")
@@ -161,7 +161,7 @@ def box_speed() -> dict[str, float]:
         loops.append((time.thread_time() - start) * 1000)
     trips: list[float] = []
     with subprocess.Popen(
-        [sys.executable, "-S", "-c", _ECHO_BYTES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        [sys.executable, "-S", "-c", _ECHO_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
     ) as echo:
         assert echo.stdin is not None and echo.stdout is not None
         write_fd, read_fd = echo.stdin.fileno(), echo.stdout.fileno()
