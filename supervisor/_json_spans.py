@@ -25,14 +25,18 @@ with ``bytes.find`` (C speed, no copy), while proving what it skips well-formed:
   right, once).
 
 Members of the two levels the splice reads (the message, and its ``params`` or
-``result``) are decoded with ``json.loads`` of their own slice, except a large
-one the caller never reads, which becomes an empty ``Opaque*`` placeholder of
-its JSON type (so shape checks such as "``content`` is a list" still work on it)
-and is forwarded as its original text.
+``result``) are decoded as ``json.loads`` decodes them. A member whose value
+ends within ``OPAQUE_BYTES`` (the envelope's ids, names, flags and ``_meta``)
+is read and located in one call of ``json.loads``'s own C scanner on that
+window of the line (``_small_value``), where walking it took a dozen Python
+calls per token; any other is walked, then decoded from its slice, except a
+large one the caller never reads, which becomes an empty ``Opaque*``
+placeholder of its JSON type (so shape checks such as "``content`` is a list"
+still work on it) and is forwarded as its original text.
 
 Whatever the scan cannot prove cheaply raises ``Unproven``: a malformed line,
-but also NaN, a duplicate key, whitespace other than spaces, or more tokens
-than ``TOKEN_BUDGET``. The caller then decodes the whole line as before, so the
+but also NaN, a duplicate key, whitespace other than spaces where the scan
+walks, or more tokens than ``TOKEN_BUDGET``. The caller then decodes the whole line as before, so the
 scan never accepts a line that ``json.loads`` would refuse, and what it accepts
 it reads as ``json.loads`` would (``tests/test_json_spans.py`` checks both
 against mutated lines).
@@ -44,7 +48,8 @@ from __future__ import annotations
 
 import json
 import re
-from _json import scanstring  # the C string scanner ``json.decoder`` uses
+from _json import make_scanner, scanstring  # the C scanners ``json.decoder`` uses
+from collections.abc import Callable
 from typing import Any, Final
 
 from pydantic_core import from_json
@@ -87,6 +92,16 @@ class OpaqueString(str):
 
 
 _PLACEHOLDERS: Final = {_OPEN_OBJECT: OpaqueObject, _OPEN_ARRAY: OpaqueArray, _QUOTE: OpaqueString}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: the walk refuses them, json.loads decides
+
+
+_SCAN_VALUE: Final[Callable[[str, int], tuple[Any, int]]] = make_scanner(
+    json.JSONDecoder(parse_constant=_refuse_constant)  # type: ignore[arg-type]  # typeshed: "context: make_scanner"
+)
+"""``json.loads``'s own C value scanner: ``(value, end)`` of the value at a character offset of a ``str``."""
 
 
 class _Scanner:
@@ -252,7 +267,10 @@ class _Scanner:
                 raise Unproven(f"a duplicate key {key!r}")  # json.loads keeps the last one: let it decide
             start = self.expect(self.spaces(key_end), _COLON)
             value: Any
-            if key == descend:
+            small = None if key == descend else _small_value(buf, start)
+            if small is not None:
+                value, end = small
+            elif key == descend:
                 value, end = self.members(start, read=read)
             else:
                 end = self.value_end(start)
@@ -267,6 +285,27 @@ class _Scanner:
             if buf[index] == _CLOSE_OBJECT:
                 return found, index + 1
             index = self.expect(index, _COMMA)
+
+
+def _small_value(buf: bytes, index: int) -> tuple[Any, int] | None:
+    """The value at ``index`` and the index past it, if it ends within ``OPAQUE_BYTES``: decoded in C in one call.
+
+    The C scanner ``json.loads`` uses, run on the next ``OPAQUE_BYTES`` of the
+    line decoded (a window's last character may be cut: ``surrogateescape``
+    keeps the offsets). A value that ends before the window does is read
+    exactly as ``json.loads`` reads it, members, nesting and all, where the walk
+    (``value_end``) took a dozen Python calls per token. None (walk it) when it
+    does not end inside the window, or the scanner refuses it (NaN, Infinity:
+    the walk refuses those; anything else it proves or refuses itself).
+    """
+    text = buf[index : index + OPAQUE_BYTES].decode("utf-8", "surrogateescape")
+    try:
+        value, end = _SCAN_VALUE(text, 0)
+    except (StopIteration, ValueError):
+        return None
+    if end >= len(text):  # ends where the window does: a number may go on, a cut may hide more
+        return None
+    return value, index + (end if text.isascii() else len(text[:end].encode("utf-8", "surrogateescape")))
 
 
 def _decode(text: bytes) -> Any:

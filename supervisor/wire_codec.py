@@ -20,14 +20,13 @@ import pydantic_core
 
 from supervisor import wire_large
 from supervisor._json_spans import Span
+from supervisor.wire_large import encode_ascii
 
 BIG_LINE_BYTES: Final = 64 * 1024
 """From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
 
 
 _encode_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
-encode_ascii = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees)."""
 
 
 def utf8_line(build: Callable[[Callable[[Any], str]], str]) -> bytes:

@@ -61,8 +61,12 @@ def load(line: bytes, descend: str) -> tuple[dict[str, Any], dict[str, Span] | N
     return message, inner
 
 
+encode_ascii = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+"""``json.dumps`` with our options, without building an encoder per call (our values are fresh trees)."""
+
+
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()  # ASCII: escapes even lone surrogates
+    return encode_ascii(value).encode()  # ASCII: escapes even lone surrogates
 
 
 Pieces = list[bytes | memoryview]

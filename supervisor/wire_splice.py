@@ -67,7 +67,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from supervisor import wire_large
 from supervisor._frames import DirectWrite
 from supervisor.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
-from supervisor.wire_codec import Spans, encode_ascii, frame, load, to_json
+from supervisor.wire_codec import Spans, frame, load, to_json
+from supervisor.wire_large import encode_ascii
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream

@@ -165,3 +165,27 @@ def test_a_fault_inside_a_large_unread_string_is_unproven(fault: bytes) -> None:
     with pytest.raises(Unproven):
         _scan(line.replace(b"%s", fault))
     assert type(_scan(line)["result"][0]["content"][0]) is OpaqueArray, "whole, it is proven and left unread"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        10 ** (_json_spans.OPAQUE_BYTES + 200),  # a number longer than the C scanner's window: its cut is no value
+        10 ** (_json_spans.OPAQUE_BYTES - 1),  # one that ends exactly where the window does
+        {"k": "é" * _json_spans.OPAQUE_BYTES},  # a window ending inside a two-byte character
+        {"k": "é" * 100, "n": [1.5, None, True, {"deep": "ü"}]},  # non-ASCII: character and byte offsets differ
+        "x" * (_json_spans.OPAQUE_BYTES - 2),  # a string whose closing quote is the window's last byte
+    ],
+    ids=["long-number", "number-to-the-edge", "cut-character", "non-ascii", "string-to-the-edge"],
+)
+def test_a_value_near_or_past_the_c_scanners_window_is_read_and_located_as_json_loads_reads_it(value: Any) -> None:
+    result = {"_meta": value, "content": [{"type": "text", "text": BIG}], "isError": False}
+    line = json.dumps({"jsonrpc": "2.0", "id": value, "result": result}, ensure_ascii=False).encode()
+    members = _scan(line)
+    assert members["id"][0] == value
+    assert json.loads(line[members["id"][1] : members["id"][2]]) == value
+    inner = members["result"][0]
+    assert inner["_meta"][0] == value
+    for key, expected in result.items():
+        _, start, end = inner[key]
+        assert json.loads(line[start:end]) == expected, key
