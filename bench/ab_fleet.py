@@ -18,25 +18,16 @@ Not part of ``python -m bench``: an A/B is for deciding whether a change helps.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 
 import trio
 
 from bench import fleet
+from bench.harness import sidecar_argv_from
 
 FLEET: int = 50
-
-
-def _sidecar_from(checkout: Path) -> Callable[[Path], list[str]]:
-    """The ``run`` command of ``checkout``'s sidecar, importing nothing of any other checkout."""
-    boot = (
-        f"import runpy, sys; sys.path.insert(0, {str(checkout)!r}); runpy.run_module('supervisor', run_name='__main__')"
-    )
-    return lambda config: [sys.executable, "-P", "-c", boot, "run", "--config", str(config)]
 
 
 async def _main(rounds: int, checkouts: list[Path]) -> None:
@@ -44,7 +35,7 @@ async def _main(rounds: int, checkouts: list[Path]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds):
             for checkout in checkouts if index % 2 == 0 else checkouts[::-1]:
-                sidecar = _sidecar_from(checkout)
+                sidecar = sidecar_argv_from(checkout)
                 one = await fleet._one(Path(tmp), 1, "lite", measure=False, sidecar=sidecar)
                 many = await fleet._one(Path(tmp), FLEET, "lite", measure=False, sidecar=sidecar)
                 runs[checkout].append((one, many))

@@ -66,6 +66,7 @@ from bench.harness import (
     quiet_host_heap,
     reap_marked,
     sidecar_argv,
+    sidecar_argv_from,
     write_settings,
 )
 from tests.e2e import Host
@@ -81,7 +82,26 @@ CONCURRENCY: Final = 32
 LARGE_TEXT: Final = "x" * 1_000_000
 """The 1 MB argument (echoed back as the result) of the large-result calls."""
 VARIANTS: Final = ("direct", "sidecar", "fastmcp")
-TOOL: Final = {"direct": "echo", "sidecar": "mcp__fx__echo", "fastmcp": "echo"}
+TOOL: Final = {
+    "direct": "echo",
+    "sidecar": "mcp__fx__echo",
+    "fastmcp": "echo",
+    "relay": "echo",
+    "relay_checked": "echo",
+    "relay_ahead": "echo",
+}
+"""Each variant's name for the fixture's echo tool (the relays of ``bench.relay_floor`` pass names through)."""
+RELAY_MODES: Final = {"relay": [], "relay_checked": ["--check"], "relay_ahead": ["--ahead"]}
+"""The variants that are a ``bench.relay_floor`` between the host and the fixture, and its flags."""
+CHECKOUT_MARK: Final = "sidecar@"
+"""Variant ``sidecar@<path>``: the sidecar of the checkout at ``<path>`` (``harness.sidecar_argv_from``), for A/Bs."""
+
+
+def tool_of(variant: str) -> str:
+    """The echo tool's name as ``variant`` lists it."""
+    return TOOL["sidecar"] if variant.startswith(CHECKOUT_MARK) else TOOL[variant]
+
+
 PAIRED_C1: Final = ("direct", "sidecar")
 """The variants whose c1 calls take turns (the added latency is the difference of theirs)."""
 
@@ -155,14 +175,14 @@ async def open_warm_hosts(
     """
     hosts: dict[str, Host] = {}
     for variant in variants:
-        argv = _argv(variant, workdir, workdir / f"{variant}.jsonl")
+        argv = _argv(variant, workdir, workdir / f"{len(hosts)}-{variant.partition('@')[0]}.jsonl")
         # Not bounded by a scope here (it would misnest with the stack); the SDK bounds
         # the handshake, and the warm-up below is bounded.
         hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
         with trio.fail_after(START_BOUND_SEC):
-            await _warm_up(hosts[variant], TOOL[variant])
+            await _warm_up(hosts[variant], tool_of(variant))
             if large_calls:
-                await _measure_large(hosts[variant], TOOL[variant], large_calls)
+                await _measure_large(hosts[variant], tool_of(variant), large_calls)
     return hosts
 
 
@@ -227,10 +247,14 @@ def _argv(variant: str, workdir: Path, log: Path) -> list[str]:
     fixture_args = ["--tools", "echo", "--log", str(log)]
     if variant == "direct":
         return fixture_argv(*fixture_args)
-    if variant == "sidecar":
+    if variant in RELAY_MODES:
+        return [sys.executable, "-m", "bench.relay_floor", *RELAY_MODES[variant], "--", *fixture_argv(*fixture_args)]
+    if variant == "sidecar" or variant.startswith(CHECKOUT_MARK):
         server = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
-        config = write_settings(workdir / "p2.toml", {"fx": server}, supervisor={"log_level": "warning"})
-        return sidecar_argv(config)
+        config = write_settings(workdir / f"{log.stem}.toml", {"fx": server}, supervisor={"log_level": "warning"})
+        if variant == "sidecar":
+            return sidecar_argv(config)
+        return sidecar_argv_from(Path(variant.removeprefix(CHECKOUT_MARK)))(config)
     backend = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
     return [str(FASTMCP_PYTHON), str(PROXY_SCRIPT), json.dumps({"mcpServers": {"fx": backend}})]
 

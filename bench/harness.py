@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from importlib.metadata import version
 from pathlib import Path
@@ -188,6 +188,14 @@ def rss_mb(pid: int) -> float:
 
 def sidecar_argv(config: Path) -> list[str]:
     return [sys.executable, "-m", "supervisor", "run", "--config", str(config)]
+
+
+def sidecar_argv_from(checkout: Path) -> Callable[[Path], list[str]]:
+    """The ``run`` command of ``checkout``'s sidecar, importing nothing of any other checkout (``python -P``)."""
+    boot = (
+        f"import runpy, sys; sys.path.insert(0, {str(checkout)!r}); runpy.run_module('supervisor', run_name='__main__')"
+    )
+    return lambda config: [sys.executable, "-P", "-c", boot, "run", "--config", str(config)]
 
 
 def fixture_argv(*args: str) -> list[str]:

@@ -2,10 +2,17 @@
 
 ``python -m bench --quick p2`` makes five 1 MB calls per variant, a window of
 well under a second, so its ratio moves by 2x with other people's load. This
-keeps a direct host and a sidecar host connected to the same fixture
-(``--tools echo``) and alternates rounds of ``N`` sequential 1 MB echo calls
-between them; it prints each round, the median calls/s of each, their ratio
-(the issue's target: sidecar / direct >= 0.8), the middle process's CPU per
+keeps a direct host, two relay hosts and a sidecar host (and, with
+``--against CHECKOUT``, that checkout's sidecar too) connected to the same
+fixture (``--tools echo``) and alternates rounds of ``N`` sequential 1 MB echo
+calls between them, who goes first rotating. The relays (``bench.relay_floor``)
+are the floor of any stdio proxy: the bytes copied through one more process;
+with ``--check`` each line proven as the sidecar proves it (DESIGN I12) before
+it goes on; with ``--ahead`` proven while the reader takes it in (what that
+guarantee costs).
+It prints each round, the median calls/s of each, each one's ratio to direct,
+whole and as the median of per-round ratios (the issue's target: sidecar /
+direct >= 0.8), the middle process's CPU per
 call (``/proc/<pid>/stat``, the robust figure), its minor page faults per call
 (each fresh page a 1 MB buffer touches is one) and its resident set after the
 last round (``VmRSS``) and at its peak (``VmHWM``). Not part of ``python -m bench``.
@@ -20,10 +27,11 @@ from pathlib import Path
 
 import trio
 
-from bench.call_path import TOOL, _measure_large, open_warm_hosts
+from bench.call_path import CHECKOUT_MARK, _measure_large, open_warm_hosts, tool_of
 from bench.harness import cpu_sec, median, reap_marked
 
-VARIANTS = ("direct", "sidecar")
+VARIANTS = ("direct", "relay", "relay_checked", "relay_ahead", "sidecar")
+"""Taking turns, who goes first rotating; the relays (``bench.relay_floor``) are a proxy's floors."""
 
 
 def minor_faults(pid: int) -> int:
@@ -38,32 +46,37 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return tuple(int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
 
 
-async def _main(rounds: int, calls: int) -> None:
-    cps: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    cpu: dict[str, float] = dict.fromkeys(VARIANTS, 0.0)
-    faults: dict[str, int] = dict.fromkeys(VARIANTS, 0)
+async def _main(rounds: int, calls: int, against: list[Path]) -> None:
+    variants = [*VARIANTS, *(f"{CHECKOUT_MARK}{checkout.resolve()}" for checkout in against)]
+    cps: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, float] = dict.fromkeys(variants, 0.0)
+    faults: dict[str, int] = dict.fromkeys(variants, 0)
     memory: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
             async with AsyncExitStack() as stack:
-                hosts = await open_warm_hosts(stack, list(VARIANTS), Path(tmp), large_calls=3)
+                hosts = await open_warm_hosts(stack, variants, Path(tmp), large_calls=3)
                 for round_index in range(rounds):
                     line = f"  round {round_index + 1}:"
-                    for variant in VARIANTS:
+                    shift = round_index % len(variants)
+                    for variant in variants[shift:] + variants[:shift]:
                         pid = hosts[variant].process.pid
                         before, faults_before = cpu_sec(pid), minor_faults(pid)
-                        cps[variant].append(await _measure_large(hosts[variant], TOOL[variant], calls))
+                        cps[variant].append(await _measure_large(hosts[variant], tool_of(variant), calls))
                         cpu[variant] += cpu_sec(pid) - before
                         faults[variant] += minor_faults(pid) - faults_before
                         line += f" {variant} {cps[variant][-1]:6.1f}/s"
                     print(line, flush=True)
-                memory = {variant: memory_mb(hosts[variant].process.pid) for variant in VARIANTS}
+                memory = {variant: memory_mb(hosts[variant].process.pid) for variant in variants}
         finally:
             await reap_marked("large_ratio")
-    direct, sidecar = median(cps["direct"]), median(cps["sidecar"])
-    print(f"1 MB calls/s (median of {rounds} rounds x {calls}): direct {direct:.1f}, sidecar {sidecar:.1f}")
-    print(f"sidecar / direct {sidecar / direct:.3f} (target >= 0.8)")
-    for variant in VARIANTS:
+    rates = {variant: median(cps[variant]) for variant in variants}
+    print(f"1 MB calls/s (median of {rounds} rounds x {calls}): " + ", ".join(f"{v} {r:.1f}" for v, r in rates.items()))
+    for variant in variants[1:]:
+        paired = median([mine / direct for mine, direct in zip(cps[variant], cps["direct"], strict=True)])
+        target = " (target >= 0.8)" if variant == "sidecar" else ""
+        print(f"{variant} / direct {rates[variant] / rates['direct']:.3f}, paired median {paired:.3f}{target}")
+    for variant in variants:
         print(
             f"{variant}: middle process CPU {cpu[variant] / (rounds * calls) * 1e3:.2f} ms per 1 MB call,"
             f" {faults[variant] / (rounds * calls):.0f} minor faults per call,"
@@ -75,8 +88,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.large_ratio", description=__doc__)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument(
+        "--against", type=Path, action="append", default=[], help="another checkout's sidecar as one more variant"
+    )
     args = parser.parse_args()
-    trio.run(_main, args.rounds, args.calls)
+    trio.run(_main, args.rounds, args.calls, args.against)
 
 
 if __name__ == "__main__":
