@@ -103,6 +103,8 @@ def tool_of(variant: str) -> str:
 
 
 PAIRED_C1: Final = ("direct", "sidecar")
+FLOOR: Final = "relay_checked"
+"""The 1 MB figure's floor: a proxy that only copies and proves each line (``bench.relay_floor --check``)."""
 """The variants whose c1 calls take turns (the added latency is the difference of theirs)."""
 
 # The docs' recommended shape: `create_proxy` over an `mcpServers` config dict, run over stdio.
@@ -171,11 +173,13 @@ async def open_warm_hosts(
 ) -> dict[str, Host]:
     """One host per variant on ``stack``, each warmed up by its first calls (then ``large_calls`` 1 MB calls).
 
-    The host is this process; each variant's middle process logs to ``workdir/<variant>.jsonl``.
+    The host is this process; each variant's middle process logs to ``workdir/<variant>.jsonl``
+    (``sidecar@<path>``: ``workdir/sidecar@<n>.jsonl``, the n-th variant).
     """
     hosts: dict[str, Host] = {}
     for variant in variants:
-        argv = _argv(variant, workdir, workdir / f"{len(hosts)}-{variant.partition('@')[0]}.jsonl")
+        name = f"{CHECKOUT_MARK}{len(hosts)}" if variant.startswith(CHECKOUT_MARK) else variant
+        argv = _argv(variant, workdir, workdir / f"{name}.jsonl")
         # Not bounded by a scope here (it would misnest with the stack); the SDK bounds
         # the handshake, and the warm-up below is bounded.
         hosts[variant] = await stack.enter_async_context(open_host(argv, mode="auto"))
@@ -283,6 +287,8 @@ async def run(*, quick: bool) -> dict[str, Any]:
     cps_large: dict[str, list[float]] = {v: [] for v in variants}
     cps_large_windows: dict[str, list[float]] = {v: [] for v in variants}
     paired_large: list[float] = []  # direct / sidecar time of 1 MB calls made one after the other
+    paired_floor: list[float] = []  # direct / floor time of the same turns
+    cps_floor: list[float] = []
     p50: dict[str, list[float]] = {v: [] for v in variants}
     added: list[float] = []  # sidecar minus direct latency of calls made one after the other (s)
     cpu: dict[str, float] = dict.fromkeys(variants, 0.0)  # the middle process's CPU-s in measured windows
@@ -293,7 +299,8 @@ async def run(*, quick: bool) -> dict[str, Any]:
         workdir = Path(tmp)
         try:
             async with AsyncExitStack() as stack:
-                hosts = await open_warm_hosts(stack, variants, workdir)
+                hosts = await open_warm_hosts(stack, [*variants, FLOOR], workdir)
+                floor_host = hosts.pop(FLOOR)
                 eras = {variant: str(host.session.protocol_version) for variant, host in hosts.items()}
                 quiet_host_heap()  # the host is this process: earlier benchmarks' heap is not the sidecar's cost
                 for _ in range(rounds):
@@ -320,11 +327,14 @@ async def run(*, quick: bool) -> dict[str, Any]:
                         cps_large_windows[variant].append(
                             await _measure_large(hosts[variant], TOOL[variant], large_calls)
                         )
-                    # The 1 MB figure: direct and sidecar take turns call by call (as at c1), FastMCP alone.
+                    # The 1 MB figure: direct, sidecar and the floor take turns call by call (as at c1),
+                    # FastMCP alone.
                     before_large = {v: _path_cpu_sec(pids[v]) for v in variants}
                     large_times = await _measure_c1_interleaved(
-                        {v: hosts[v] for v in PAIRED_C1}, large_calls, text=LARGE_TEXT
+                        {**{v: hosts[v] for v in PAIRED_C1}, FLOOR: floor_host}, large_calls, text=LARGE_TEXT
                     )
+                    cps_floor.append(large_calls / sum(large_times[FLOOR]))
+                    paired_floor.extend(d / f for f, d in zip(large_times[FLOOR], large_times["direct"], strict=True))
                     for variant in variants:
                         if variant not in PAIRED_C1:
                             before_large[variant] = _path_cpu_sec(pids[variant])
@@ -333,9 +343,9 @@ async def run(*, quick: bool) -> dict[str, Any]:
                             )
                         after_large = _path_cpu_sec(pids[variant])
                         for i, (a, b) in enumerate(zip(after_large, before_large[variant], strict=True)):
-                            # The host served both paired variants in one window: each gets half of it.
+                            # The host served the paired variants and the floor in one window: a third each.
                             shared = i == 0 and variant in PAIRED_C1
-                            cpu_large[variant][i] += (a - b) / len(PAIRED_C1) if shared else a - b
+                            cpu_large[variant][i] += (a - b) / (len(PAIRED_C1) + 1) if shared else a - b
                         cps_large[variant].append(large_calls / sum(large_times[variant]))
                     paired_large.extend(
                         d / s for s, d in zip(large_times["sidecar"], large_times["direct"], strict=True)
@@ -356,6 +366,9 @@ async def run(*, quick: bool) -> dict[str, Any]:
     direct32, sidecar32, fast32 = (result[f"p2_{v}_cps_c{CONCURRENCY}"] for v in VARIANTS)
     result["p2_ratio_sidecar_vs_direct_1mb"] = round(result["p2_sidecar_cps_1mb"] / result["p2_direct_cps_1mb"], 3)
     result["p2_ratio_sidecar_vs_direct_1mb_paired_median"] = round(median(paired_large), 3)
+    result["p2_floor_cps_1mb"] = round(median(cps_floor), 1)
+    result["p2_ratio_floor_vs_direct_1mb"] = round(result["p2_floor_cps_1mb"] / result["p2_direct_cps_1mb"], 3)
+    result["p2_ratio_floor_vs_direct_1mb_paired_median"] = round(median(paired_floor), 3)
     result["p2_ratio_sidecar_vs_direct_1mb_windows"] = round(
         result["p2_sidecar_cps_1mb_windows"] / result["p2_direct_cps_1mb_windows"], 3
     )
@@ -388,6 +401,11 @@ async def run(*, quick: bool) -> dict[str, Any]:
         f"  sidecar/direct with 1 MB results {result['p2_ratio_sidecar_vs_direct_1mb']} (target >= 0.8);"
         f" median of paired ratios {result['p2_ratio_sidecar_vs_direct_1mb_paired_median']};"
         f" in separate windows {result['p2_ratio_sidecar_vs_direct_1mb_windows']}"
+    )
+    print(
+        f"  the floor (a relay that copies and proves each line) / direct with 1 MB results"
+        f" {result['p2_ratio_floor_vs_direct_1mb']}; median of paired ratios"
+        f" {result['p2_ratio_floor_vs_direct_1mb_paired_median']}"
     )
     print(f"  CPU ms per 1 MB call (host, middle, upstream): {result['p2_1mb_cpu_ms_per_call']}")
     print(
