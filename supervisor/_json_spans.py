@@ -19,8 +19,9 @@ with ``bytes.find`` (C speed, no copy), while proving what it skips well-formed:
 * a string ends at its first quote no backslash precedes (one ``bytes.find``:
   its bytes are not also searched for a backslash, so 1 MB of text is one pass,
   not two); past a quote a backslash precedes, at the first quote an even run
-  of backslashes precedes (found quote by quote up to ``_MAX_QUOTE_HOPS``, then
-  by the stdlib's C ``scanstring`` on the line decoded once; offsets in a
+  of backslashes precedes (found quote by quote, each run counted in C, up to
+  ``_MAX_QUOTE_HOPS``, then by the stdlib's C ``scanstring`` on the line
+  decoded once; offsets in a
   non-ASCII line are mapped by counting UTF-8 continuation bytes, left to
   right, once).
 
@@ -64,6 +65,10 @@ OPAQUE_BYTES: Final = 1024
 
 _MAX_QUOTE_HOPS: Final = 32
 """Escaped quotes a string may hold before its end is found by the C scanner instead of quote by quote."""
+_FIRST_RUN_CHUNK: Final = 64
+"""Bytes before a quote read first while counting the backslashes that escape it; the chunks then double."""
+_BACKSLASHES: Final = b"\\" * 65536
+"""The longest run of backslashes one chunk is compared with."""
 _NOT_CONTINUATION: Final = bytes(range(0x80)) + bytes(range(0xC0, 0x100))
 """Deleting these leaves the UTF-8 continuation bytes: one per character beyond a character's first byte."""
 _SPACES: Final = re.compile(rb" *")
@@ -161,10 +166,7 @@ class _Scanner:
             close = buf.find(_QUOTE, start)
             if close < 0:
                 raise Unproven("an unterminated string")
-            before = close
-            while buf[before - 1] == _BACKSLASH:  # stops at the opening quote at the latest
-                before -= 1
-            if (close - before) % 2 == 0:
+            if _backslashes_before(buf, close, start) % 2 == 0:
                 return close + 1
             start = close + 1
         return self._scanned_string_end(index)
@@ -285,6 +287,24 @@ class _Scanner:
             if buf[index] == _CLOSE_OBJECT:
                 return found, index + 1
             index = self.expect(index, _COMMA)
+
+
+def _backslashes_before(buf: bytes, end: int, floor: int) -> int:
+    """How many backslashes stand right before ``end``, none before ``floor``: counted in C, chunk by chunk.
+
+    Counting them byte by byte in Python made a line of escaped backslashes
+    cost ~60 ms per MB on the event loop (I15). Here each chunk is compared
+    whole with a run of backslashes (``memcmp``), and the chunks double from a
+    few bytes (a lone ``\\"`` costs one small copy) to ``len(_BACKSLASHES)``: ~55 us per MB.
+    """
+    stop, size = end, _FIRST_RUN_CHUNK
+    while stop > floor:
+        low = max(floor, stop - size)
+        chunk = buf[low:stop]
+        if chunk != _BACKSLASHES[: stop - low]:
+            return end - low - len(chunk.rstrip(b"\\"))
+        stop, size = low, min(size * 2, len(_BACKSLASHES))
+    return end - floor
 
 
 def _small_value(buf: bytes, index: int) -> tuple[Any, int] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from typing import Any
 
 import pytest
@@ -189,3 +190,43 @@ def test_a_value_near_or_past_the_c_scanners_window_is_read_and_located_as_json_
     for key, expected in result.items():
         _, start, end = inner[key]
         assert json.loads(line[start:end]) == expected, key
+
+
+_RUN_LENGTHS = [1, 2, 63, 64, 65, 191, 192, 193, 2 * len(_json_spans._BACKSLASHES) + 63]
+"""Backslash runs (in the decoded text) around the doubling chunks' edges and past the longest chunk."""
+
+
+@pytest.mark.parametrize("run", _RUN_LENGTHS)
+@pytest.mark.parametrize("lead", ["", "é"])
+def test_a_quote_ends_a_string_by_the_parity_of_the_backslashes_before_it(run: int, lead: str) -> None:
+    # On the wire a run of n backslashes is 2n, then an escaped quote adds an odd one: both parities at the quote.
+    # The last text has more escaped quotes than _MAX_QUOTE_HOPS: its end is found by the C scanner.
+    texts = [lead + "\\" * run, lead + "\\" * run + '"' + BIG, lead + '"' * 40 + "\\" * run + '"']
+    for text in texts:
+        result = {"content": [{"type": "text", "text": text}], "isError": True}
+        line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}, ensure_ascii=False).encode()
+        inner = _scan(line)["result"][0]
+        _, start, end = inner["content"]
+        assert json.loads(line[start:end]) == result["content"], (run, text[:50])
+        assert inner["isError"][0] is True
+
+
+def test_a_megabyte_of_backslashes_is_counted_without_a_python_step_per_byte() -> None:
+    """I15: the scan of one line runs on the event loop; its Python work must not grow with a run of escapes."""
+    line = json.dumps({"id": 1, "result": {"content": [{"type": "text", "text": "\\" * 500_000 + '"' + BIG}]}}).encode()
+    lines_run = 0
+
+    def count_lines(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines_run
+        if event == "line":
+            lines_run += 1
+        return count_lines
+
+    sys.settrace(count_lines)
+    try:
+        inner = _scan(line)["result"][0]
+    finally:
+        sys.settrace(None)
+    _, start, end = inner["content"]
+    assert json.loads(line[start:end])[0]["text"].startswith("\\" * 500_000 + '"')
+    assert lines_run < 5_000, f"{lines_run} Python lines for one scan: a loop per byte of the run"
