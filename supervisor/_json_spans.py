@@ -21,9 +21,8 @@ with ``bytes.find`` (C speed, no copy), while proving what it skips well-formed:
   not two); past a quote a backslash precedes, at the first quote an even run
   of backslashes precedes (found quote by quote, each run counted in C, up to
   ``_MAX_QUOTE_HOPS``, then by the stdlib's C ``scanstring`` on the line
-  decoded once; offsets in a
-  non-ASCII line are mapped by counting UTF-8 continuation bytes, left to
-  right, once).
+  decoded once; offsets in a non-ASCII line are mapped by counting UTF-8
+  continuation bytes, left to right, once).
 
 Members of the two levels the splice reads (the message, and its ``params`` or
 ``result``) are decoded as ``json.loads`` decodes them. A member whose value

@@ -222,11 +222,12 @@ def test_a_megabyte_of_backslashes_is_counted_without_a_python_step_per_byte() -
             lines_run += 1
         return count_lines
 
+    previous = sys.gettrace()  # a debugger's or a coverage tool's, put back after
     sys.settrace(count_lines)
     try:
         inner = _scan(line)["result"][0]
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     _, start, end = inner["content"]
     assert json.loads(line[start:end])[0]["text"].startswith("\\" * 500_000 + '"')
     assert lines_run < 5_000, f"{lines_run} Python lines for one scan: a loop per byte of the run"
