@@ -54,7 +54,7 @@ class _Definition:
 class _Tool:
     raw_name: str = "echo"
     owner: str = "fx"
-    definition: _Definition = field(default_factory=_Definition)
+    source: _Definition = field(default_factory=_Definition)
 
 
 class _Upstream:
