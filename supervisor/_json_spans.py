@@ -96,6 +96,8 @@ class OpaqueString(str):
 
 
 _PLACEHOLDERS: Final = {_OPEN_OBJECT: OpaqueObject, _OPEN_ARRAY: OpaqueArray, _QUOTE: OpaqueString}
+_CLOSERS: Final = {_QUOTE: _QUOTE, _OPEN_OBJECT: _CLOSE_OBJECT, _OPEN_ARRAY: _CLOSE_ARRAY}
+"""The byte a string, object or array ends with, whatever it holds."""
 
 
 def _refuse_constant(name: str) -> Any:
@@ -316,7 +318,15 @@ def _small_value(buf: bytes, index: int) -> tuple[Any, int] | None:
     (``value_end``) took a dozen Python calls per token. None (walk it) when it
     does not end inside the window, or the scanner refuses it (NaN, Infinity:
     the walk refuses those; anything else it proves or refuses itself).
+
+    A string, object or array whose closing byte is nowhere in the window
+    cannot end inside it, which one ``bytes.find`` tells: 0.2 us for a 1 MB
+    argument or result, where decoding the window and letting the scanner fail
+    (an exception built) took 2.8 us warm.
     """
+    closer = _CLOSERS.get(buf[index])
+    if closer is not None and buf.find(closer, index + 1, index + OPAQUE_BYTES) < 0:
+        return None
     text = buf[index : index + OPAQUE_BYTES].decode("utf-8", "surrogateescape")
     try:
         value, end = _SCAN_VALUE(text, 0)

@@ -192,6 +192,30 @@ def test_a_value_near_or_past_the_c_scanners_window_is_read_and_located_as_json_
         assert json.loads(line[start:end]) == expected, key
 
 
+@pytest.mark.parametrize("lead", ["", ']}"'], ids=["no-closer-in-window", "closers-in-window"])
+def test_a_large_member_goes_to_the_c_scanner_only_if_its_closing_byte_is_in_the_window(
+    lead: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each member's first byte, for every window the C scanner was given.
+    scanned: list[str] = []
+    scan_value = _json_spans._SCAN_VALUE
+
+    def spy(text: str, index: int) -> tuple[Any, int]:
+        scanned.append(text[index])
+        return scan_value(text, index)
+
+    monkeypatch.setattr(_json_spans, "_SCAN_VALUE", spy)
+    text = lead + BIG
+    result = {"content": [{"type": "text", "text": text}], "structuredContent": {"t": text}, "isError": False}
+    line = json.dumps({"jsonrpc": "2.0", "id": 7, "result": result}).encode()
+    inner = _scan(line)["result"][0]
+    for key, expected in result.items():
+        _, start, end = inner[key]
+        assert json.loads(line[start:end]) == expected, key
+    # jsonrpc, id and isError always; content and structuredContent only when a ']' or '}' is in their first window.
+    assert sorted(scanned) == (['"', "7", "[", "f", "{"] if lead else ['"', "7", "f"])
+
+
 _RUN_LENGTHS = [1, 2, 63, 64, 65, 191, 192, 193, 2 * len(_json_spans._BACKSLASHES) + 63]
 """Backslash runs (in the decoded text) around the doubling chunks' edges and past the longest chunk."""
 
