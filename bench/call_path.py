@@ -103,9 +103,9 @@ def tool_of(variant: str) -> str:
 
 
 PAIRED_C1: Final = ("direct", "sidecar")
+"""The variants whose c1 calls take turns (the added latency is the difference of theirs)."""
 FLOOR: Final = "relay_checked"
 """The 1 MB figure's floor: a proxy that only copies and proves each line (``bench.relay_floor --check``)."""
-"""The variants whose c1 calls take turns (the added latency is the difference of theirs)."""
 
 # The docs' recommended shape: `create_proxy` over an `mcpServers` config dict, run over stdio.
 _PROXY_SOURCE: Final = '''"""FastMCP stdio proxy for bench p2 (written by bench/call_path.py)."""
