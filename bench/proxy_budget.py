@@ -25,9 +25,8 @@ from typing import Final
 
 import trio
 
-from bench.call_path import FLOOR, LARGE_TEXT, open_warm_hosts, tool_of
+from bench.call_path import FLOOR, LARGE_TEXT, _measure_c1_interleaved, open_warm_hosts
 from bench.harness import median, reap_marked
-from tests.e2e import Host
 
 VARIANTS: Final = ("direct", FLOOR, "sidecar")
 LARGE_TARGET: Final = 0.8
@@ -36,18 +35,8 @@ SMALL_CALLS_PER_LARGE: Final = 10
 """Small calls are this many times as many as 1 MB calls: as cheap, and noisier."""
 
 
-async def _latencies(hosts: dict[str, Host], text: str, calls: int) -> dict[str, float]:
-    """Each variant's median latency in ms over ``calls`` calls echoing ``text``, taking turns call by call."""
-    taken: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
-    for index in range(calls):
-        shift = index % len(VARIANTS)
-        for variant in VARIANTS[shift:] + VARIANTS[:shift]:
-            start = trio.current_time()
-            result = await hosts[variant].session.call_tool(tool_of(variant), {"text": text})
-            taken[variant].append(trio.current_time() - start)
-            if result.is_error:
-                raise RuntimeError(f"{variant}: {tool_of(variant)} failed: {result}")
-    return {variant: median(times) * 1e3 for variant, times in taken.items()}
+def _median_ms(latencies: dict[str, list[float]]) -> dict[str, float]:
+    return {variant: median(times) * 1e3 for variant, times in latencies.items()}
 
 
 async def _main(calls: int) -> None:
@@ -55,8 +44,8 @@ async def _main(calls: int) -> None:
         try:
             async with AsyncExitStack() as stack:
                 hosts = await open_warm_hosts(stack, list(VARIANTS), Path(tmp), large_calls=3)
-                small = await _latencies(hosts, "x", calls * SMALL_CALLS_PER_LARGE)
-                large = await _latencies(hosts, LARGE_TEXT, calls)
+                small = _median_ms(await _measure_c1_interleaved(hosts, calls * SMALL_CALLS_PER_LARGE, "x"))
+                large = _median_ms(await _measure_c1_interleaved(hosts, calls, LARGE_TEXT))
         finally:
             await reap_marked("proxy_budget")
     for label, figures in (("1 byte", small), ("1 MB", large)):
