@@ -31,7 +31,7 @@ sidecar's own CPU until then (one thread does its work): the larger of the two, 
 one-server ready time, is a floor for the ratio (``p3_ready_ratio_floor``). Round 4's
 ``p3_ready_ratio_floor_all_cores`` added the extra CPU *after* the one-server ready time,
 as if nothing could overlap the sidecar's start-up; the early start of stdio servers
-(``supervisor.stdio_spawn``) overlaps exactly that, and beat it.
+(``supervisor.upstream.spawn``) overlaps exactly that, and beat it.
 
 Before each measured sidecar (and the direct listing) the bench process, which is the
 host, collects and freezes its own heap (``quiet_host_heap``), so the host's garbage

@@ -47,8 +47,8 @@ from bench.harness import (
     sidecar_argv,
     write_settings,
 )
-from supervisor.cache import TOOLS_LIST, CatalogCache
-from supervisor.settings import CatalogStoreSettings, ServerSettings
+from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
+from supervisor.config.models import CatalogStoreSettings, ServerSettings
 from tests.redis_server import RedisServer
 
 UPSTREAMS: Final = 5

@@ -20,8 +20,8 @@ import time
 
 import trio
 
-from supervisor.settings import ServerSettings
-from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
+from supervisor.config.models import ServerSettings
+from supervisor.upstream.stdio import TransportHealth, open_stdio_transport
 from tests.e2e import line_transport
 
 NOTICE = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"done"}}\n'
@@ -62,7 +62,7 @@ async def _e2e_line_transport(mib: int) -> float:
 
 _WIRE_READER = """
 import time, trio
-from supervisor._stdio_wire import open_stdio_wire
+from supervisor.wire.stdio import open_stdio_wire
 async def main():
     started = time.process_time()
     async with open_stdio_wire() as (read, write):

@@ -24,10 +24,10 @@ from collections.abc import Callable
 import trio
 
 try:  # before issue 9 the helpers lived in upstream_stdio: this measures the old code on an old checkout
-    from supervisor.upstream_stdio import _terminate_group as terminate_group  # type: ignore[attr-defined]
-    from supervisor.upstream_stdio import group_alive  # type: ignore[attr-defined]
+    from supervisor.upstream.stdio import _terminate_group as terminate_group  # type: ignore[attr-defined]
+    from supervisor.upstream.stdio import group_alive  # type: ignore[attr-defined]
 except ImportError:
-    from supervisor._proc import group_alive, terminate_group
+    from supervisor.upstream.process_group import group_alive, terminate_group
 
 _IGNORE_ALL = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
 _EXIT_ON_EOF = "import sys; sys.stdin.read()"

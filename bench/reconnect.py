@@ -19,12 +19,12 @@ from typing import Any
 import trio
 
 from bench.harness import fixture_server, median, write_settings
-from supervisor.cache import CatalogCache
-from supervisor.registry import Registry
+from supervisor.catalog.cache import CatalogCache
+from supervisor.catalog.registry import Registry
+from supervisor.config.loader import load_settings
+from supervisor.ops.status import ServerStatus
 from supervisor.root import production_connector
 from supervisor.server_actor import ServerActor
-from supervisor.settings import load_settings
-from supervisor.status import ServerStatus
 
 LIST_DELAY_SEC = 0.5
 

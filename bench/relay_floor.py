@@ -38,8 +38,8 @@ from typing import Final, Literal
 
 from pydantic_core import from_json
 
-from supervisor._frames import PIPE_BYTES
-from supervisor._malloc import keep_large_buffers_warm
+from supervisor.wire.frames import PIPE_BYTES
+from supervisor.wire.heap import keep_large_buffers_warm
 
 Mode = Literal["bare", "check", "ahead"]
 MODES: Final[dict[str, Mode]] = {"--check": "check", "--ahead": "ahead"}

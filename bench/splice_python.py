@@ -24,8 +24,8 @@ import anyio
 import trio
 import trio.testing
 
-from supervisor.metrics import _CallCollector
-from supervisor.wire_splice import HostSplice, UpstreamSplice
+from supervisor.host.splice import HostSplice, UpstreamSplice
+from supervisor.ops.metrics import _CallCollector
 
 REQUEST = (
     b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mcp__fx__echo","arguments":{"text":"x"},'

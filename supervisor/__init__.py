@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from supervisor._version import __version__
+from supervisor.catalog.naming import public_tool_name
 from supervisor.errors import (
     ConfigError,
     RegistryConflict,
@@ -20,10 +21,10 @@ from supervisor.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from supervisor.naming import public_tool_name
 
 if TYPE_CHECKING:
-    from supervisor.settings import Settings, load_settings
+    from supervisor.config.loader import load_settings
+    from supervisor.config.models import Settings
 
 __all__ = [
     "ConfigError",
@@ -39,10 +40,11 @@ __all__ = [
     "public_tool_name",
 ]
 
-_LAZY = frozenset({"Settings", "load_settings"})
+_LAZY: dict[str, str] = {"Settings": "supervisor.config.models", "load_settings": "supervisor.config.loader"}
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module("supervisor.settings"), name)
+    module = _LAZY.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,13 +34,13 @@ from typing import Concatenate, Final, ParamSpec, Protocol
 import trio
 from mcp.client.caching import CacheMode
 
-from supervisor.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
+from supervisor.catalog.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
+from supervisor.catalog.mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason
+from supervisor.catalog.registry import ALL_KINDS, Definition, DuplicateName, Kind, OwnedListing, Registry
+from supervisor.config.models import ServerSettings
 from supervisor.errors import UpstreamError
-from supervisor.registry import ALL_KINDS, Definition, DuplicateName, Kind, OwnedListing, Registry
+from supervisor.ops.status import ServerStatus
 from supervisor.seams import ActorEvents, UpstreamSession
-from supervisor.settings import ServerSettings
-from supervisor.status import ServerStatus
-from supervisor.sync_mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason
 
 logger = logging.getLogger(__name__)
 

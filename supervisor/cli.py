@@ -29,7 +29,7 @@ from supervisor._version import __version__
 from supervisor.errors import ConfigError, SupervisorError
 
 if TYPE_CHECKING:
-    from supervisor.settings import Settings
+    from supervisor.config.models import Settings
 
 EXIT_OK: Final = 0
 EXIT_RUNTIME: Final = 1
@@ -52,12 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _import(args.file)
         if command == "status":
             return _status(args.admin_url, args.config, args.timeout)
-        from supervisor.settings import interpolation_environ, load_settings  # noqa: PLC0415 - see the docstring
+        from supervisor.config.loader import interpolation_environ, load_settings  # noqa: PLC0415 - see the docstring
 
         settings = load_settings(args.config, environ=interpolation_environ())
         _configure_logging(settings, quiet=command in ("tools", "call", "login") and not args.verbose)
         if command == "check":
-            from supervisor.settings import describe_settings  # noqa: PLC0415
+            from supervisor.config.check import describe_settings  # noqa: PLC0415
 
             print(describe_settings(settings))
             return EXIT_OK
@@ -99,7 +99,7 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
     server takes its process. ``run`` serves until stopped; ``tools`` and
     ``call`` connect once (``oneshot``).
     """
-    from supervisor.stdio_spawn import early_servers  # noqa: PLC0415  (trio and the settings only: no SDK)
+    from supervisor.upstream.spawn import early_servers  # noqa: PLC0415  (trio and the settings only: no SDK)
 
     with _terminate_unwinds_like_interrupt():
         async with early_servers(settings) as early:
@@ -252,7 +252,7 @@ def _configure_logging(settings: Settings, *, quiet: bool) -> None:
 
 
 def _import(path: Path) -> int:
-    from supervisor.importer import convert_mcp_servers_json  # noqa: PLC0415
+    from supervisor.config.importer import convert_mcp_servers_json  # noqa: PLC0415
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -272,7 +272,7 @@ def _status(admin_url: str | None, config: Path | None, timeout_sec: float) -> i
     import urllib.error  # noqa: PLC0415 - http.client and ssl cost tens of ms; only this command needs them
     import urllib.request  # noqa: PLC0415
 
-    from supervisor.settings import default_config_path, interpolation_environ, load_settings  # noqa: PLC0415
+    from supervisor.config.loader import default_config_path, interpolation_environ, load_settings  # noqa: PLC0415
 
     token = os.environ.get(TOKEN_ENV_VAR)
     if admin_url is None:

@@ -1,7 +1,7 @@
 """The bundled demo MCP server: ``python -m supervisor.demo [--name NAME]``.
 
 Ships with the product so the bundled ``settings.toml`` works offline. Serves stdio
-through `supervisor._stdio_wire.open_stdio_wire` (cancellable: the process exits as
+through `supervisor.wire.stdio.open_stdio_wire` (cancellable: the process exits as
 soon as stdin reaches EOF), in both protocol eras, with a few tools: ``echo``,
 ``add``, ``now`` and ``add_tool`` / ``remove_tool`` to exercise tool-list changes.
 
@@ -37,7 +37,7 @@ from mcp_types import (
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from supervisor._stdio_wire import open_stdio_wire
+from supervisor.wire.stdio import open_stdio_wire
 
 __all__ = ["DemoServer", "main"]
 

@@ -9,7 +9,7 @@ the authorization URL: we open the user's browser (Python's ``webbrowser``,
 which honours ``$BROWSER``) and print the URL in case it does not open. The
 browser comes back to the listener with ``code`` and ``state``; the SDK checks
 ``state``, exchanges the code with its PKCE verifier, and the token store
-(:mod:`supervisor.token_store`) writes the tokens. A running sidecar notices
+(:mod:`supervisor.auth.token_store`) writes the tokens. A running sidecar notices
 the new file and connects.
 
 The listener binds 127.0.0.1 only, answers only ``GET /callback`` carrying a
@@ -50,18 +50,18 @@ from mcp.client.auth import OAuthFlowError
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult
 
-from supervisor._compat_oauth import (
+from supervisor.auth.oauth import client_metadata, fixed_client
+from supervisor.auth.token_store import FileTokenStorage, TokenFileRefused, forget, token_file
+from supervisor.compat.oauth import (
     MAX_AUTHORIZATIONS_PER_STEP_UP,
     IssuerMismatch,
     SupervisorOAuthProvider,
     missing_scopes,
 )
+from supervisor.config.models import ServerSettings, Settings
 from supervisor.errors import ConfigError, SupervisorError
-from supervisor.oauth import client_metadata, fixed_client
-from supervisor.settings import ServerSettings, Settings
-from supervisor.token_store import FileTokenStorage, TokenFileRefused, forget, token_file
-from supervisor.upstream import CLIENT_INFO
-from supervisor.upstream_http import open_http_streams
+from supervisor.upstream.http import open_http_streams
+from supervisor.upstream.session import CLIENT_INFO
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ nursery holding the :class:`~supervisor.root.Supervisor`; the wait for the
 servers' first attempts is bounded by the slowest ``startup_timeout_sec`` plus
 one second, and the nursery is cancelled as soon as the answer is known, which
 stops every server and reaps every child before the command returns. Progress
-goes to stderr (:mod:`supervisor.progress`); the result to stdout.
+goes to stderr (:mod:`supervisor.ops.progress`); the result to stdout.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import trio
 from mcp import MCPError
 
 from supervisor.cli import EXIT_OK, EXIT_RUNTIME
-from supervisor.progress import Progress
+from supervisor.config.models import Settings
+from supervisor.ops.progress import Progress
 from supervisor.root import Supervisor
-from supervisor.settings import Settings
-from supervisor.stdio_spawn import EarlyServers
+from supervisor.upstream.spawn import EarlyServers
 
 
 async def tools(settings: Settings, as_json: bool, *, early: EarlyServers | None = None) -> int:

@@ -55,16 +55,16 @@ import trio
 from mcp.client.caching import CacheMode
 from mcp_types import LoggingLevel
 
-from supervisor.cache import CatalogCache
-from supervisor.host_calls import HostSide
-from supervisor.metrics import Metrics
-from supervisor.registry import Kind, RegisteredPrompt, RegisteredTool, Registry
+from supervisor.calls.attribution import HostSide
+from supervisor.catalog.cache import CatalogCache
+from supervisor.catalog.registry import Kind, RegisteredPrompt, RegisteredTool, Registry
+from supervisor.config.models import ServerSettings, Settings
+from supervisor.ops.metrics import Metrics
+from supervisor.ops.status import ServerStatus
 from supervisor.seams import Connector, UpstreamSession
 from supervisor.server_actor import ServerActor
-from supervisor.settings import ServerSettings, Settings
-from supervisor.status import ServerStatus
-from supervisor.stdio_spawn import EarlyServers
-from supervisor.upstream import open_upstream
+from supervisor.upstream.session import open_upstream
+from supervisor.upstream.spawn import EarlyServers
 
 logger = logging.getLogger(__name__)
 

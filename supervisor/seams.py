@@ -14,11 +14,11 @@ from typing import Any, Protocol
 import mcp_types as types
 from mcp.client.caching import CacheMode
 
-from supervisor.host_calls import HostCall
-from supervisor.registry import Definition, Kind
-from supervisor.settings import ServerSettings
-from supervisor.upstream import Identity
-from supervisor.upstream_stdio import TransportHealth
+from supervisor.calls.attribution import HostCall
+from supervisor.catalog.registry import Definition, Kind
+from supervisor.config.models import ServerSettings
+from supervisor.upstream.session import Identity
+from supervisor.upstream.stdio import TransportHealth
 
 
 class UpstreamSession(Protocol):

@@ -39,15 +39,16 @@ from typing import Final, Protocol
 import trio
 from mcp_types import LoggingLevel
 
-from supervisor import _malloc
+from supervisor.config.loader import interpolation_environ, load_settings
+from supervisor.config.models import Settings
 from supervisor.errors import ConfigError, SupervisorError, first_leaf
-from supervisor.front import Front
-from supervisor.front_stdio import StdioHostLink
-from supervisor.relay import Relay
+from supervisor.host.front import Front
+from supervisor.host.relay import Relay
+from supervisor.host.stdio import StdioHostLink
+from supervisor.ops.startup_heap import HeapSettler, defer_full_collections
 from supervisor.root import Supervisor
-from supervisor.settings import Settings, interpolation_environ, load_settings
-from supervisor.startup_heap import HeapSettler, defer_full_collections
-from supervisor.stdio_spawn import EarlyServers
+from supervisor.upstream.spawn import EarlyServers
+from supervisor.wire import heap as _malloc
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
                 "any process on this machine can use every configured server",
                 front_settings.host,
             )
-        from supervisor.front_http import HttpHostLink  # noqa: PLC0415  (hypercorn and starlette: HTTP only)
+        from supervisor.host.http import HttpHostLink  # noqa: PLC0415  (hypercorn and starlette: HTTP only)
 
         link = HttpHostLink(front, front_settings)
     else:
@@ -151,7 +152,7 @@ async def _run(
         await nursery.start(front.run)
         nursery.start_soon(_announce_ready, supervisor)
         if settings.supervisor.admin.enabled:
-            from supervisor.admin import AdminEndpoint  # noqa: PLC0415  (hypercorn and starlette: admin only)
+            from supervisor.ops.admin import AdminEndpoint  # noqa: PLC0415  (hypercorn and starlette: admin only)
 
             await nursery.start(AdminEndpoint(supervisor, settings.supervisor).run)
         await nursery.start(link.run)

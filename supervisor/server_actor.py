@@ -40,18 +40,18 @@ from mcp.client.caching import CacheMode
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from supervisor.backoff import Backoff
-from supervisor.cache import TOOLS_LIST, CatalogCache
+from supervisor.auth.oauth import wait_for_new_tokens
+from supervisor.calls.attribution import HostCall
+from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
+from supervisor.catalog.mailbox import EVERY_KIND, Message, SyncOutcome, SyncReason, SyncRequest, Withdraw
+from supervisor.catalog.registry import Kind, Registry
 from supervisor.catalog_sync import CACHED_METHODS, CatalogSync
+from supervisor.config.models import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.errors import UpstreamError, UpstreamNeedsLogin, UpstreamTimeout, UpstreamUnavailable, first_leaf
-from supervisor.host_calls import HostCall
-from supervisor.oauth import wait_for_new_tokens
-from supervisor.registry import Kind, Registry
+from supervisor.ops.status import ServerStatus
 from supervisor.seams import ActorEvents, Connector, UpstreamSession
-from supervisor.settings import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
-from supervisor.status import ServerStatus
-from supervisor.sync_mailbox import EVERY_KIND, Message, SyncOutcome, SyncReason, SyncRequest, Withdraw
-from supervisor.upstream import Upstream
+from supervisor.upstream.backoff import Backoff
+from supervisor.upstream.session import Upstream
 
 logger = logging.getLogger(__name__)
 

@@ -59,8 +59,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from supervisor._compat import TransportStreams, create_mcp_http_client
-from supervisor._frames import LineBuffer
+from supervisor.compat.sdk import TransportStreams, create_mcp_http_client
+from supervisor.wire.frames import LineBuffer
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"

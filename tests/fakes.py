@@ -23,12 +23,12 @@ import mcp_types as types
 import trio
 from mcp.client.caching import CacheMode
 
+from supervisor.calls.attribution import HostCall
+from supervisor.catalog.registry import Definition, Kind
+from supervisor.config.models import ServerSettings
 from supervisor.errors import UpstreamUnavailable
-from supervisor.host_calls import HostCall
-from supervisor.registry import Definition, Kind
-from supervisor.settings import ServerSettings
-from supervisor.upstream import Identity
-from supervisor.upstream_stdio import TransportHealth
+from supervisor.upstream.session import Identity
+from supervisor.upstream.stdio import TransportHealth
 
 ConnectOutcome = Literal["ok", "fail", "hang"]
 

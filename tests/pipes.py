@@ -11,8 +11,8 @@ from typing import Any
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from supervisor._frames import DirectWrite
-from supervisor._stdio_wire import _pump_stream_to_wire
+from supervisor.wire.frames import DirectWrite
+from supervisor.wire.stdio import _pump_stream_to_wire
 
 
 @contextmanager

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from supervisor.backoff import Backoff
-from supervisor.settings import ReconnectSettings
+from supervisor.config.models import ReconnectSettings
+from supervisor.upstream.backoff import Backoff
 
 
 def _backoff(*, initial_ms: int = 500, max_ms: int = 4000, jitter: float = 0.0, seed: int = 0) -> Backoff:

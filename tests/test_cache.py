@@ -18,10 +18,10 @@ from mcp import Client
 from mcp.client.caching import CacheEntry, CacheKey
 from mcp.server import Server, ServerRequestContext
 
-from supervisor.cache import CatalogCache
-from supervisor.registry import Registry
+from supervisor.catalog.cache import CatalogCache
+from supervisor.catalog.registry import Registry
+from supervisor.config.models import ReconnectSettings, ServerSettings
 from supervisor.server_actor import ServerActor
-from supervisor.settings import ReconnectSettings, ServerSettings
 from tests.fakes import FakeServer, tool
 
 BOUND_SEC = 10.0

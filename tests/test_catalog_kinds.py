@@ -14,11 +14,11 @@ import mcp_types as types
 import trio
 import trio.testing
 
+from supervisor.catalog.naming import public_tool_name
+from supervisor.catalog.registry import Registry
+from supervisor.config.models import ReconnectSettings, ServerSettings
 from supervisor.errors import UpstreamProtocolError
-from supervisor.naming import public_tool_name
-from supervisor.registry import Registry
 from supervisor.server_actor import LIST_CHANGED_DEBOUNCE_SEC, ServerActor
-from supervisor.settings import ReconnectSettings, ServerSettings
 from tests.fakes import FakeServer, prompt, tool
 
 BOUND_SEC = 120.0

@@ -15,12 +15,12 @@ from mcp.server.runner import ServerRunner
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 
-from supervisor.catalog_wire import ToolsListWireCache
-from supervisor.front import Front
-from supervisor.registry import Registry
-from supervisor.relay import Relay
+from supervisor.catalog.registry import Registry
+from supervisor.catalog.wire_form import ToolsListWireCache
+from supervisor.config.models import Settings
+from supervisor.host.front import Front
+from supervisor.host.relay import Relay
 from supervisor.root import Supervisor
-from supervisor.settings import Settings
 from tests.fakes import tool
 
 MODERN = "2026-07-28"

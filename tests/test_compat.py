@@ -17,9 +17,9 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 
-from supervisor import _compat
-from supervisor._settings_env import read_overrides
-from supervisor.host_calls import HostCall
+from supervisor.calls.attribution import HostCall
+from supervisor.compat import sdk as _compat
+from supervisor.config.env import read_overrides
 
 
 class _Outbound:

@@ -1,4 +1,4 @@
-"""One test per private-SDK assumption of ``supervisor._compat_listing`` (mcp 2.3)."""
+"""One test per private-SDK assumption of ``supervisor.compat.listing`` (mcp 2.3)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mcp import Client
 from mcp.client.caching import ClientResponseCache
 from mcp.server import Server, ServerRequestContext
 
-from supervisor._compat_listing import absorb_tool_listing, response_cache, shape_inbound_result
+from supervisor.compat.listing import absorb_tool_listing, response_cache, shape_inbound_result
 
 BOUND_SEC = 10.0
 

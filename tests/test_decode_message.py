@@ -7,7 +7,7 @@ import json
 import mcp_types
 import pytest
 
-from supervisor._stdio_wire import decode_message
+from supervisor.wire.stdio import decode_message
 
 LISTING = {
     "jsonrpc": "2.0",

@@ -18,7 +18,7 @@ import anyio
 import trio
 import trio.testing
 
-from supervisor._frames import MAX_DIRECT_BYTES, DirectWrite, PipeReader
+from supervisor.wire.frames import MAX_DIRECT_BYTES, DirectWrite, PipeReader
 from tests.e2e import scaled
 from tests.pipes import host_wire_writer, nonblocking_pipe, read_available
 

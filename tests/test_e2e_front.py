@@ -16,7 +16,7 @@ from mcp import MCPError
 from mcp.client.client import ConnectMode
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from supervisor.front import FIRST_LIST_WAIT_SEC
+from supervisor.host.front import FIRST_LIST_WAIT_SEC
 from tests.e2e import HOST_MODES, called_tools, fixture_server, open_host, scaled, text_of, write_settings
 from tests.fixtures.fixture_server import BUILTIN_TOOLS
 

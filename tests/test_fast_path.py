@@ -1,4 +1,4 @@
-"""The tools/call fast path (``supervisor.fast_path``): what takes it, what falls back, and that nothing is lost.
+"""The tools/call fast path (``supervisor.host.fast_path``): what takes it, what falls back, and that nothing is lost.
 
 The Front runs in-process (a real ``Supervisor`` with one real fixture server
 behind it) and a real ``mcp.Client`` host talks to its MCP server over memory
@@ -23,12 +23,12 @@ from mcp.client.client import ConnectMode
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp_types import SERVER_INFO_META_KEY
 
-from supervisor.fast_path import restamp, wire_result_shaped
-from supervisor.front import Front
-from supervisor.metrics import PREFIX
-from supervisor.relay import Relay
+from supervisor.config.loader import load_settings
+from supervisor.host.fast_path import restamp, wire_result_shaped
+from supervisor.host.front import Front
+from supervisor.host.relay import Relay
+from supervisor.ops.metrics import PREFIX
 from supervisor.root import Supervisor
-from supervisor.settings import load_settings
 from tests.e2e import fixture_server, scaled, text_of, wait_until, write_settings
 
 pytestmark = pytest.mark.e2e

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from supervisor._redis_url import mask_redis_url, redis_url_problem
-from supervisor.cache import CatalogCache
+from supervisor.catalog.cache import CatalogCache
+from supervisor.config.loader import load_settings
+from supervisor.config.models import CatalogStoreSettings
+from supervisor.config.redis_url import mask_redis_url, redis_url_problem
 from supervisor.errors import ConfigError
-from supervisor.fleet_scripts import event_prefix, parse_event, target_id
-from supervisor.settings import CatalogStoreSettings, load_settings
+from supervisor.fleet.scripts import event_prefix, parse_event, target_id
 
 
 @pytest.mark.parametrize(

@@ -24,12 +24,12 @@ from coredis.connection._uds import UnixDomainSocketConnection, UnixDomainSocket
 from mcp.client.caching import CacheEntry, CacheKey
 from pydantic import SecretStr
 
-from supervisor._coredis_compat import CONNECTION_STREAMS
-from supervisor.cache import TOOLS_LIST, CatalogCache
+from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
+from supervisor.compat.coredis import CONNECTION_STREAMS
+from supervisor.config.models import CatalogStoreSettings, ServerSettings
 from supervisor.errors import CatalogStoreUnavailable
-from supervisor.fleet_scripts import target_id
-from supervisor.fleet_store import Capture, FleetStore
-from supervisor.settings import CatalogStoreSettings, ServerSettings
+from supervisor.fleet.scripts import target_id
+from supervisor.fleet.store import Capture, FleetStore
 from tests.e2e import scaled
 from tests.redis_server import RedisServer
 
@@ -214,7 +214,7 @@ async def test_a_paused_store_costs_a_sync_one_operation_timeout_then_the_breake
     """CLIENT PAUSE: the first call gives up after operation_timeout_ms, the next fail fast; one warning."""
     settings = store_settings(own_redis.url, timeout_ms=200)
     store = FleetStore(settings, origin="a")
-    caplog.set_level(logging.INFO, logger="supervisor.fleet_store")
+    caplog.set_level(logging.INFO, logger="supervisor.fleet.store")
     with trio.fail_after(scaled(20)):
         async with trio.open_nursery() as nursery:
             await nursery.start(store.run)
@@ -279,7 +279,7 @@ async def test_the_breaker_probes_an_unreachable_store_with_doubling_delays_and_
     """Virtual clock: probes at 0, then 0.1, 0.2, 0.4 … s apart up to 5 s; calls fail at once meanwhile."""
     settings = store_settings(f"unix://{tmp_path}/nothing-listens-here.sock")
     store = FleetStore(settings, origin="a")
-    caplog.set_level(logging.INFO, logger="supervisor.fleet_store")
+    caplog.set_level(logging.INFO, logger="supervisor.fleet.store")
     with trio.fail_after(VIRTUAL_BOUND_SEC):
         async with trio.open_nursery() as nursery:
             start = trio.current_time()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from supervisor._frames import LineBuffer
+from supervisor.wire.frames import LineBuffer
 
 CHUNK = 64 * 1024
 MIB = 1024 * 1024

@@ -20,9 +20,9 @@ import pytest
 import trio
 import trio.testing
 
-from supervisor._frames import LineBuffer, _receiver_waiting
-from supervisor.wire_codec import load_small
-from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.host.splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.wire.codec import load_small
+from supervisor.wire.frames import LineBuffer, _receiver_waiting
 
 
 async def test_the_receiver_count_read_from_anyio_matches_its_statistics_parked_or_not() -> None:

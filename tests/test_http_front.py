@@ -22,11 +22,11 @@ import trio
 from mcp import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from supervisor.front import Front
-from supervisor.front_http import HttpHostLink
-from supervisor.relay import Relay
+from supervisor.config.loader import load_settings
+from supervisor.host.front import Front
+from supervisor.host.http import HttpHostLink
+from supervisor.host.relay import Relay
 from supervisor.root import Supervisor
-from supervisor.settings import load_settings
 from tests.e2e import (
     Host,
     called_tools,

@@ -16,8 +16,8 @@ import trio
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from supervisor._http import LOCAL_NAMES, HttpGuard, serve_asgi
 from supervisor.errors import SupervisorError
+from supervisor.ops.http import LOCAL_NAMES, HttpGuard, serve_asgi
 
 BOUND_SEC = 10
 
@@ -33,7 +33,7 @@ _hello = HttpGuard(_say_hello, token=None, names=LOCAL_NAMES, paths={"/mcp"}, ma
 async def test_port_0_serves_on_the_port_the_os_picked_reports_and_logs_that_url_and_closes_it_when_cancelled(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="supervisor._http")
+    caplog.set_level(logging.INFO, logger="supervisor.ops.http")
     with trio.fail_after(BOUND_SEC):
         async with trio.open_nursery() as nursery:
             urls = await nursery.start(

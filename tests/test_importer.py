@@ -1,4 +1,4 @@
-"""Tests for supervisor.importer: host JSON configs become loadable settings.toml text."""
+"""Tests for supervisor.config.importer: host JSON configs become loadable settings.toml text."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from supervisor.config.importer import convert_mcp_servers_json
+from supervisor.config.loader import load_settings
+from supervisor.config.models import Settings
 from supervisor.errors import ConfigError
-from supervisor.importer import convert_mcp_servers_json
-from supervisor.settings import Settings, load_settings
 
 
 def convert_and_load(tmp_path: Path, document: Any, environ: dict[str, str] | None = None) -> tuple[str, Settings]:

@@ -57,7 +57,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import URL_ELICITATION_REQUIRED
 from pydantic import BaseModel
 
-from supervisor._streams import ReadStreamView
+from supervisor.wire.streams import ReadStreamView
 from tests import e2e
 from tests.e2e import (
     REPO_ROOT,

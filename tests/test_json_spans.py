@@ -1,4 +1,4 @@
-"""``supervisor._json_spans``: members located in the bytes, large ones unread, and nothing malformed proven."""
+"""``supervisor.wire.json_spans``: members located in the bytes, large ones unread, and nothing malformed proven."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from supervisor import _json_spans
-from supervisor._json_spans import OpaqueArray, OpaqueObject, OpaqueString, Span, Unproven, scan_object
+from supervisor.wire import json_spans as _json_spans
+from supervisor.wire.json_spans import OpaqueArray, OpaqueObject, OpaqueString, Span, Unproven, scan_object
 
 READ = frozenset({"_meta", "isError", "resultType"})
 BIG = "y" * 2000  # past OPAQUE_BYTES

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from supervisor._json_spans import Unproven, scan_object
+from supervisor.wire.json_spans import Unproven, scan_object
 
 VALUES = [
     "2.0",

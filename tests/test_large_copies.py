@@ -29,9 +29,9 @@ import trio
 import trio.testing
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from supervisor._frames import CUT_FROM_COPY_BYTES, DirectWrite, LineBuffer
-from supervisor.wire_codec import load
-from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.host.splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.wire.codec import load
+from supervisor.wire.frames import CUT_FROM_COPY_BYTES, DirectWrite, LineBuffer
 from tests.e2e import scaled
 from tests.fakes import SpliceFront, SpliceTracker
 from tests.pipes import host_wire_writer, nonblocking_pipe, read_available

@@ -12,15 +12,15 @@ pytestmark = pytest.mark.e2e
 
 def test_a_sidecar_without_a_redis_store_never_imports_coredis() -> None:
     # coredis is a fifth of the sidecar's start-up; only ``FleetLink`` (a Redis store) loads it.
-    probe = "import sys, supervisor.cli, supervisor.serve, supervisor.cache; print('coredis' in sys.modules)"
+    probe = "import sys, supervisor.cli, supervisor.serve, supervisor.catalog.cache; print('coredis' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
 def test_a_sidecar_with_a_stdio_front_and_no_admin_endpoint_never_imports_the_http_server() -> None:
     # hypercorn (and our _http on top of it) is ~60 ms of the start-up; only the HTTP front and admin load it.
     probe = (
-        "import sys, supervisor.cli, supervisor.serve, supervisor.stdio_spawn;"
-        " print(sorted(m for m in ('hypercorn', 'supervisor._http') if m in sys.modules))"
+        "import sys, supervisor.cli, supervisor.serve, supervisor.upstream.spawn;"
+        " print(sorted(m for m in ('hypercorn', 'supervisor.ops.http') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout == "[]\n"

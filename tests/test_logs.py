@@ -17,13 +17,13 @@ import trio
 import trio.testing
 from mcp.server import ServerRequestContext
 
-from supervisor._logs import PRUNE_ABOVE_KEYS, RateLimitedLog
-from supervisor.front import CALL_FAILURE_LOG_WINDOW_SEC, Front
-from supervisor.registry import Registry
-from supervisor.relay import Relay
+from supervisor.catalog.registry import Registry
+from supervisor.config.models import ReconnectSettings, ServerSettings, Settings
+from supervisor.host.front import CALL_FAILURE_LOG_WINDOW_SEC, Front
+from supervisor.host.relay import Relay
+from supervisor.ops.logs import PRUNE_ABOVE_KEYS, RateLimitedLog
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
-from supervisor.settings import ReconnectSettings, ServerSettings, Settings
 from tests.fakes import FakeServer, tool
 
 BOUND_SEC = 120.0
@@ -98,7 +98,7 @@ def test_keys_with_nothing_pending_are_forgotten_once_there_are_many() -> None:
 async def test_a_flood_of_failed_calls_to_a_down_server_logs_one_warning_per_window(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="supervisor.front")
+    caplog.set_level(logging.WARNING, logger="supervisor.host.front")
     fake = FakeServer([tool("echo")], name="a")
     supervisor = Supervisor(Settings(mcp_servers={"a": _down_server_settings()}), connector=fake.connect)
     front = Front(supervisor, Relay())
@@ -119,7 +119,7 @@ async def test_a_flood_of_failed_calls_to_a_down_server_logs_one_warning_per_win
             await trio.sleep(CALL_FAILURE_LOG_WINDOW_SEC)
             assert getattr(await front._call_tool(ctx, params), "is_error", False)
             nursery.cancel_scope.cancel()
-    records = [r for r in caplog.records if r.name == "supervisor.front"]
+    records = [r for r in caplog.records if r.name == "supervisor.host.front"]
     assert [(r.levelname, getattr(r, "suppressed", None)) for r in records] == [("WARNING", 0), ("WARNING", 499)]
     assert [(getattr(r, "server", None), getattr(r, "tool", None)) for r in records] == [("a", "echo")] * 2
     assert records[0].getMessage().startswith("server=a tool=echo call failed: server 'a' is reconnecting")

@@ -1,4 +1,4 @@
-"""glibc's heap thresholds (``supervisor._malloc``, issue 11): 1 MB buffers freed in a burst are reused warm.
+"""glibc's heap thresholds (``supervisor.wire.heap``, issue 11): 1 MB buffers freed in a burst are reused warm.
 
 A child process allocates three 1 MB buffers at once and frees them, again and
 again, as a spliced 1 MB call does per direction; its minor page faults say
@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor import _malloc
 from supervisor import serve as serve_module
-from supervisor.settings import load_settings
+from supervisor.config.loader import load_settings
+from supervisor.wire import heap as _malloc
 from tests.e2e import fixture_server, scaled, write_settings
 
 BOUND_SEC = scaled(30.0)
 BURSTS = 20
 CHILD = """
 import sys
-from supervisor._malloc import keep_large_buffers_warm
+from supervisor.wire.heap import keep_large_buffers_warm
 
 def minor_faults():
     with open("/proc/self/stat") as stat:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.metrics import PREFIX, Metrics
+from supervisor.ops.metrics import PREFIX, Metrics
 
 
 def test_each_call_is_counted_under_its_own_server_and_outcome_however_often_the_hook_runs() -> None:

@@ -24,7 +24,9 @@ from mcp.client.auth.extensions import client_credentials
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from supervisor._compat_oauth import (
+from supervisor.auth.oauth import build_run_auth, client_metadata, machine_provider, record_step_up
+from supervisor.auth.token_store import FileTokenStorage, file_signature, forget, token_file
+from supervisor.compat.oauth import (
     ISSUER_ERRORS,
     MAX_AUTHORIZATIONS_PER_STEP_UP,
     AuthorizationServerMoved,
@@ -35,12 +37,11 @@ from supervisor._compat_oauth import (
     StepUpRefused,
     SupervisorOAuthProvider,
 )
+from supervisor.config.check import describe_settings
+from supervisor.config.loader import load_settings
+from supervisor.config.models import OAuthSettings, ServerSettings
 from supervisor.errors import ConfigError, UpstreamUnavailable
 from supervisor.login import LoginFailed, _count_step_up_login
-from supervisor.oauth import build_run_auth, client_metadata, machine_provider, record_step_up
-from supervisor.settings import OAuthSettings, ServerSettings, load_settings
-from supervisor.settings_check import describe_settings
-from supervisor.token_store import FileTokenStorage, file_signature, forget, token_file
 
 URL: Final = "https://remote.example/mcp"
 ISSUER: Final = "https://auth.remote.example"

@@ -23,16 +23,17 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import OAuthToken
 
-from supervisor._compat_oauth import SupervisorOAuthProvider, refresh_margin_sec
+from supervisor.auth.oauth import TOKEN_POLL_SEC, client_metadata, needs_login_message
+from supervisor.auth.token_store import FileTokenStorage, TokenFileRefused, file_signature, token_file
+from supervisor.catalog.registry import Kind, Registry
+from supervisor.compat.oauth import SupervisorOAuthProvider, refresh_margin_sec
+from supervisor.config.check import describe_settings
+from supervisor.config.loader import load_settings
+from supervisor.config.models import OAuthSettings, ReconnectSettings, ServerSettings
 from supervisor.errors import ConfigError, UpstreamNeedsLogin
 from supervisor.login import RedirectListener, open_redirect_listener
-from supervisor.oauth import TOKEN_POLL_SEC, client_metadata, needs_login_message
-from supervisor.registry import Kind, Registry
+from supervisor.ops.status import ServerStatus
 from supervisor.server_actor import ServerActor
-from supervisor.settings import OAuthSettings, ReconnectSettings, ServerSettings, load_settings
-from supervisor.settings_check import describe_settings
-from supervisor.status import ServerStatus
-from supervisor.token_store import FileTokenStorage, TokenFileRefused, file_signature, token_file
 from tests.fakes import FakeServer, FakeSession, tool
 
 URL = "https://remote.example/mcp"

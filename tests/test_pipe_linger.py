@@ -23,11 +23,11 @@ import trio
 import trio.testing
 from mcp.shared.message import SessionMessage
 
-from supervisor._frames import PipeReader
-from supervisor._stdio_wire import _pump_wire_to_stream
-from supervisor.settings import ServerSettings
-from supervisor.upstream_stdio import TransportHealth, open_stdio_transport
-from supervisor.wire_splice import LINGER_FROM_CALLS, LINGER_SEC, HostSplice, SplicedCall, UpstreamSplice
+from supervisor.config.models import ServerSettings
+from supervisor.host.splice import LINGER_FROM_CALLS, LINGER_SEC, HostSplice, SplicedCall, UpstreamSplice
+from supervisor.upstream.stdio import TransportHealth, open_stdio_transport
+from supervisor.wire.frames import PipeReader
+from supervisor.wire.stdio import _pump_wire_to_stream
 from tests.e2e import MARK_ENV, scaled
 
 

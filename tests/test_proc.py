@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 import trio
 
-from supervisor._proc import (
+from supervisor.upstream.process_group import (
     _scan_children,
     find_live_member,
     group_alive,
@@ -63,7 +63,7 @@ async def _first_line(proc: trio.Process) -> bytes:
 
 
 def _messages(caplog: pytest.LogCaptureFixture) -> Sequence[str]:
-    return [record.getMessage() for record in caplog.records if record.name == "supervisor._proc"]
+    return [record.getMessage() for record in caplog.records if record.name == "supervisor.upstream.process_group"]
 
 
 async def test_a_group_whose_only_member_is_a_zombie_counts_as_gone() -> None:
@@ -145,7 +145,7 @@ async def test_a_gone_group_or_a_live_leader_is_answered_without_scanning_proc(m
         scans.append(path)
         return real_listdir(path)
 
-    monkeypatch.setattr("supervisor._proc.os.listdir", counting_listdir)
+    monkeypatch.setattr("supervisor.upstream.process_group.os.listdir", counting_listdir)
     with trio.fail_after(BOUND_SEC):
         leader = await _open_group(_IGNORES_EOF_AND_SIGTERM)
         assert await _first_line(leader) == b"ready"

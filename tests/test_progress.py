@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from supervisor.progress import Progress
-from supervisor.status import ServerStatus
+from supervisor.ops.progress import Progress
+from supervisor.ops.status import ServerStatus
 
 
 class _Terminal(io.StringIO):

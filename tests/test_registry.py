@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from supervisor.catalog.naming import public_tool_name
+from supervisor.catalog.registry import DuplicateToolName, RegisteredTool, Registry
 from supervisor.errors import RegistryConflict
-from supervisor.naming import public_tool_name
-from supervisor.registry import DuplicateToolName, RegisteredTool, Registry
 from tests.fakes import tool
 
 

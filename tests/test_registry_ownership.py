@@ -8,12 +8,12 @@ import mcp_types as types
 import trio
 from mcp.client.caching import CacheMode
 
+from supervisor.catalog.mailbox import SyncOutcome, SyncRequest
+from supervisor.catalog.registry import Definition, Kind, OwnedListing, Registry
 from supervisor.catalog_sync import CatalogSync
-from supervisor.registry import Definition, Kind, OwnedListing, Registry
+from supervisor.config.models import ServerSettings
 from supervisor.seams import UpstreamSession
-from supervisor.settings import ServerSettings
-from supervisor.sync_mailbox import SyncOutcome, SyncRequest
-from supervisor.upstream import Identity
+from supervisor.upstream.session import Identity
 from tests.fakes import tool
 
 BOUND_SEC = 10.0

@@ -17,11 +17,11 @@ import pytest
 import trio
 import trio.testing
 
+from supervisor.catalog.registry import Kind
+from supervisor.config.models import ReconnectSettings, ServerSettings, Settings
 from supervisor.errors import UpstreamUnavailable
-from supervisor.registry import Kind
 from supervisor.root import Supervisor
 from supervisor.seams import UpstreamSession
-from supervisor.settings import ReconnectSettings, ServerSettings, Settings
 from tests.e2e import command_server, fixture_server, open_host, scaled, write_settings
 from tests.fakes import FakeServer, tool
 

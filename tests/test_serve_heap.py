@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from supervisor import serve as serve_module
-from supervisor.settings import load_settings
+from supervisor.config.loader import load_settings
 from tests.e2e import fixture_server, write_settings
 
 BOUND_SEC = 10.0

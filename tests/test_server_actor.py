@@ -20,12 +20,12 @@ import pytest
 import trio
 import trio.testing
 
+from supervisor.catalog.naming import public_tool_name
+from supervisor.catalog.registry import Registry
+from supervisor.config.models import ReconnectSettings, ServerSettings
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable
-from supervisor.naming import public_tool_name
-from supervisor.registry import Registry
+from supervisor.ops.status import ServerStatus
 from supervisor.server_actor import LIST_CHANGED_DEBOUNCE_SEC, LIST_CHANGED_MAX_WAIT_SEC, ServerActor
-from supervisor.settings import ReconnectSettings, ServerSettings
-from supervisor.status import ServerStatus
 from tests.fakes import FakeServer, tool
 
 BOUND_SEC = 120.0

@@ -1,4 +1,4 @@
-"""Tests for supervisor.settings: layering, interpolation, validation messages, masking."""
+"""Tests for supervisor.config: layering, interpolation, validation messages, masking."""
 
 from __future__ import annotations
 
@@ -6,14 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.config.check import describe_settings
+from supervisor.config.loader import default_config_path, load_settings
+from supervisor.config.models import ServerSettings, Settings
 from supervisor.errors import ConfigError
-from supervisor.settings import (
-    ServerSettings,
-    Settings,
-    default_config_path,
-    describe_settings,
-    load_settings,
-)
 
 FULL = """
 [supervisor]

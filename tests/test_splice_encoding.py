@@ -16,8 +16,8 @@ import anyio
 import pydantic_core
 import pytest
 
-from supervisor.wire_codec import frame, to_json
-from supervisor.wire_splice import SplicedCall, UpstreamSplice
+from supervisor.host.splice import SplicedCall, UpstreamSplice
+from supervisor.wire.codec import frame, to_json
 
 
 def _dumps(value: Any) -> bytes:

@@ -21,8 +21,9 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from supervisor import _frames, _malloc
-from supervisor._frames import LineBuffer, PipeReader, SplitRead
+from supervisor.wire import frames as _frames
+from supervisor.wire import heap as _malloc
+from supervisor.wire.frames import LineBuffer, PipeReader, SplitRead
 from tests.e2e import scaled
 
 BOUND_SEC = scaled(5.0)

@@ -1,4 +1,4 @@
-"""Full collections wait for the cold start's first attempts (``supervisor.startup_heap``, issue 11)."""
+"""Full collections wait for the cold start's first attempts (``supervisor.ops.startup_heap``, issue 11)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import trio
 import trio.testing
 
 from supervisor import serve as serve_module
-from supervisor.front import Front
-from supervisor.relay import Relay
+from supervisor.config.loader import load_settings
+from supervisor.config.models import ServerSettings, Settings
+from supervisor.host.front import Front
+from supervisor.host.relay import Relay
+from supervisor.ops.startup_heap import NO_FULL_COLLECTIONS, SETTLE_MARGIN_SEC, HeapSettler, defer_full_collections
 from supervisor.root import Supervisor
-from supervisor.settings import ServerSettings, Settings, load_settings
-from supervisor.startup_heap import NO_FULL_COLLECTIONS, SETTLE_MARGIN_SEC, HeapSettler, defer_full_collections
 from tests.e2e import fixture_server, write_settings
 from tests.fakes import FakeServer, tool
 from tests.test_reload import Fleet

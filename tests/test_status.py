@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.status import ServerStatus
+from supervisor.ops.status import ServerStatus
 
 
 def test_a_misspelled_status_field_is_refused_instead_of_silently_added() -> None:

@@ -1,4 +1,4 @@
-"""The early start of stdio servers (``supervisor.stdio_spawn``, issue 11's cold start).
+"""The early start of stdio servers (``supervisor.upstream.spawn``, issue 11's cold start).
 
 The sidecar starts its stdio servers before it imports the SDK, so their start-up
 overlaps its own; the first generation of each takes its process. What must hold:
@@ -25,9 +25,9 @@ import pytest
 import trio
 
 from supervisor import serve as serve_module
-from supervisor._proc import group_alive, terminate_group
-from supervisor.settings import ServerSettings, Settings, SupervisorSection
-from supervisor.stdio_spawn import EarlyServers, early_servers
+from supervisor.config.models import ServerSettings, Settings, SupervisorSection
+from supervisor.upstream.process_group import group_alive, terminate_group
+from supervisor.upstream.spawn import EarlyServers, early_servers
 from tests.e2e import (
     MARK_ENV,
     REPO_ROOT,
@@ -89,7 +89,9 @@ def _affinity(pid: int) -> frozenset[int]:
 
 async def test_the_early_start_module_imports_no_sdk_so_its_children_start_during_the_sdk_import() -> None:
     heavy = ("mcp", "mcp_types", "anyio", "pydantic")
-    probe = f"import json, sys, supervisor.stdio_spawn; print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    probe = (
+        f"import json, sys, supervisor.upstream.spawn; print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    )
     with trio.fail_after(BOUND_SEC):
         done = await trio.run_process(
             [sys.executable, "-c", probe],

@@ -20,10 +20,16 @@ from mcp import Client
 from mcp.server import Server, ServerRequestContext
 from pydantic import ValidationError
 
-from supervisor.cache import CatalogCache
-from supervisor.registry import OwnedListing
-from supervisor.settings import ServerSettings
-from supervisor.upstream_listing import CachedToolsPage, SharedOnWrite, list_all, list_tools_page, parse_tools_page
+from supervisor.catalog.cache import CatalogCache
+from supervisor.catalog.registry import OwnedListing
+from supervisor.config.models import ServerSettings
+from supervisor.upstream.listing import (
+    CachedToolsPage,
+    SharedOnWrite,
+    list_all,
+    list_tools_page,
+    parse_tools_page,
+)
 
 BOUND_SEC = 10.0
 CACHE_FIELDS: dict[str, Any] = {"cacheScope": "private", "resultType": "complete"}

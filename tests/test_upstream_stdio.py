@@ -15,8 +15,8 @@ import pytest
 import trio
 from mcp.shared.message import SessionMessage
 
-from supervisor.settings import ServerSettings
-from supervisor.upstream_stdio import TransportHealth, open_stdio_transport, screen_oversized_listing
+from supervisor.config.models import ServerSettings
+from supervisor.upstream.stdio import TransportHealth, open_stdio_transport, screen_oversized_listing
 from tests.e2e import MARK_ENV
 
 BOUND_SEC = 15.0
@@ -49,7 +49,7 @@ async def test_non_json_lines_are_dropped_and_the_next_message_arrives_even_with
 async def test_a_stdout_line_growing_past_the_cap_loses_the_transport_before_the_line_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("supervisor.upstream_stdio._MAX_LINE_BYTES", 1024 * 1024)
+    monkeypatch.setattr("supervisor.upstream.stdio._MAX_LINE_BYTES", 1024 * 1024)
     # A line that never ends: only a cap enforced while the line grows can notice it.
     code = "import sys\nblock = b'x' * 65536\nwhile True: sys.stdout.buffer.write(block)\n"
     health = TransportHealth()

@@ -1,12 +1,12 @@
-"""The single-value checks and redactions of ``supervisor._values`` and the transport's own redaction."""
+"""The single-value checks and redactions of ``supervisor.config.values`` and the transport's own redaction."""
 
 from __future__ import annotations
 
 import pytest
 
-from supervisor._values import header_problem, redact_url, url_query_values
-from supervisor.upstream_errors import connect_error
-from supervisor.upstream_stdio import TransportHealth
+from supervisor.config.values import header_problem, redact_url, url_query_values
+from supervisor.upstream.errors import connect_error
+from supervisor.upstream.stdio import TransportHealth
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,10 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp_types import SERVER_INFO_META_KEY
 
-from supervisor._json_spans import OpaqueObject
-from supervisor.fast_path import restamp
-from supervisor.wire_codec import BIG_LINE_BYTES, load
-from supervisor.wire_splice import SplicedCall, UpstreamSplice
+from supervisor.host.fast_path import restamp
+from supervisor.host.splice import SplicedCall, UpstreamSplice
+from supervisor.wire.codec import BIG_LINE_BYTES, load
+from supervisor.wire.json_spans import OpaqueObject
 
 BOUND_SEC = 10
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}

@@ -1,4 +1,4 @@
-"""The stdio wire splice (``supervisor.wire_splice``): which calls cross as bytes, and that nothing is lost.
+"""The stdio wire splice (``supervisor.host.splice``): which calls cross as bytes, and that nothing is lost.
 
 End to end: a real host drives ``python -m supervisor run`` over stdio with a real
 fixture server behind it. The fixture logs every request's JSON-RPC id, so a test
@@ -25,9 +25,9 @@ import trio
 from mcp import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
-from supervisor._frames import LineBuffer
-from supervisor.wire_codec import frame
-from supervisor.wire_splice import ID_PREFIX, plain_call
+from supervisor.host.splice import ID_PREFIX, plain_call
+from supervisor.wire.codec import frame
+from supervisor.wire.frames import LineBuffer
 from tests.e2e import (
     fixture_server,
     open_host,

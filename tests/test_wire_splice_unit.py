@@ -9,7 +9,7 @@ from typing import Any, cast
 import anyio
 import trio
 
-from supervisor.wire_splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.host.splice import HostSplice, SplicedCall, UpstreamSplice
 from tests.fakes import SpliceFront, SpliceTracker
 
 

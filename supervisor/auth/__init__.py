@@ -1,0 +1,1 @@
+"""OAuth for HTTP upstreams and the token store."""

@@ -1,0 +1,1 @@
+"""The catalog: the Registry, public names, the response cache, the sync mailbox, the wire form."""

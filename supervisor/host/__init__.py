@@ -1,0 +1,1 @@
+"""The host side: the Front (stdio, HTTP), routing of host requests, the relay, exchanges, splice."""

@@ -1,0 +1,539 @@
+"""The Front: the one MCP server the host talks to (DESIGN §2, I13).
+
+Lists (``tools/list``, ``prompts/list``, ``resources/list``,
+``resources/templates/list``) answer from the Registry. Requests for one
+server (``tools/call``, ``prompts/get``, ``resources/read``,
+``completion/complete``, ``resources/subscribe``) route by the Registry
+(``resource_routes`` for URIs) to the owning ServerActor's current generation,
+with the raw name. The Front never mutates the Registry.
+
+Each routed request runs as a ``HostCall`` in the handler's own task, so a
+host's cancellation (or the SDK's, on shutdown) cancels the upstream request
+too, and the Relay can attribute the upstream's progress, log messages and
+server→client requests to it. The one exception: a 2026-era host calling a
+handshake-era server runs through an ``Exchange`` (``exchanges``), whose task
+outlives the handler's input rounds.
+
+Change notices reach hosts of both protocol eras (DESIGN §7), per kind:
+2026-era hosts hold ``subscriptions/listen`` streams served by the SDK's
+``ListenHandler`` over an in-memory bus (wrapped, so their resource URIs count
+as subscriptions); handshake-era hosts get ``notifications/*/list_changed`` on
+their connection, captured when the host finishes its handshake and forgotten
+when the connection closes. ``serve_change_notices`` coalesces bursts of
+Registry changes into one notice per kind per short window.
+
+``tools/call`` between a 2026-era host and a 2026-era upstream usually takes
+the fast path (``fast_path``): the same routing, errors, heal and metrics
+(``_run_tool_call``), without the SDK's models of the request and result.
+
+Logging: ``logging/setLevel`` is registered with ``add_request_handler`` (the
+constructor argument is deprecated in mcp 2.3 and warns); the most verbose
+level any handshake-era host set is applied to every handshake-era upstream.
+
+Shutdown: ``begin_shutdown`` makes new calls fail at once with a clear error;
+``wait_idle`` returns when the requests already running have returned (the
+HTTP front adds the responses still being written; the stdio link tracks
+answers on its own wire). The owner bounds that wait, then cancels.
+
+Concurrency: ``run`` owns one nursery: the change notifier, the exchanges and
+the sidecar's own host warnings. The unanswered-request set and the captured
+connections are only touched without ``await`` in between, so they need no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import mcp_types as types
+import trio
+from mcp import MCPError
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.subscriptions import (
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from supervisor._version import __version__
+from supervisor.calls.attribution import HostCall
+from supervisor.catalog.naming import PREFIX
+from supervisor.catalog.registry import Kind, RegisteredTool
+from supervisor.catalog.wire_form import ToolsListWireCache
+from supervisor.compat.sdk import add_server_middleware, connection_of
+from supervisor.errors import UpstreamError, UpstreamTimeout
+from supervisor.host.exchanges import ExchangeTable
+from supervisor.host.fast_path import FastToolCalls, restamp
+from supervisor.host.relay import Relay
+from supervisor.host.resource_routes import ResourceRoutes
+from supervisor.ops.logs import RateLimitedLog
+from supervisor.ops.metrics import CallOutcome
+from supervisor.root import Supervisor
+from supervisor.server_actor import ServerActor
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NOTICE_COALESCE_SEC: Final = 0.01
+"""Registry changes within this window reach the host as one notice per kind."""
+FIRST_LIST_WAIT_SEC: Final = 3.0
+"""How long a list waits for servers still on their first attempt.
+
+Hosts that list once at start-up and ignore change notices then still see
+every server that starts promptly; a hanging server delays the answer by at
+most this much, once (I12), and its entries follow with a change notice."""
+SERVER_NAME: Final = "mcp-supervisor"
+_UNTRACKED_METHODS: Final = frozenset({"subscriptions/listen"})
+"""Requests that stay open by design; shutdown ends them instead of waiting for them."""
+CALL_FAILURE_LOG_WINDOW_SEC: Final = 10.0
+"""A down server fails every call: per (server, error kind), one warning per window and a count of the rest."""
+
+
+class Front:
+    """Host-facing MCP server over the Supervisor's Registry."""
+
+    def __init__(self, supervisor: Supervisor, relay: Relay) -> None:
+        """Build the Front's MCP server.
+
+        Args:
+            supervisor: Whose Registry and actors the Front serves.
+            relay: Where upstream traffic for hosts goes (the same one the
+                Supervisor's upstreams were given).
+        """
+        self._supervisor = supervisor
+        self._relay = relay
+        self._bus = relay.bus
+        self._listen = ListenHandler(self._bus)
+        self._exchanges = ExchangeTable(relay.calls)
+        self._routes = ResourceRoutes(supervisor)
+        self._unanswered: set[types.RequestId] = set()
+        """Ids of host requests whose handler has not returned yet."""
+        self._idle = trio.Event()
+        self._idle.set()
+        self._shutting_down = False
+        relay.on_log_level(supervisor.set_log_level)
+        relay.subscriptions.on_change(supervisor.set_subscriptions)
+        self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
+        self.server: Server[Any] = Server(
+            SERVER_NAME,
+            version=__version__,
+            instructions="Tools and prompts of several MCP servers, named mcp__<server>__<name>.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
+            on_subscriptions_listen=self._serve_listen,
+            on_completion=self._complete,
+        )
+        # Registered directly: `Server(on_set_logging_level=…)` is deprecated and warns at construction.
+        self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_log_level)
+        self.server.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
+        )
+        add_server_middleware(self.server, self._track_requests)
+        self.tools_list_cache = ToolsListWireCache(
+            supervisor.registry,
+            settled=lambda: not supervisor.pending_first_attempts(),
+            stamp=lambda: self.server.server_info_stamp,
+            wait=self._wait_for_first_attempts,
+        )
+        """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
+        add_server_middleware(self.server, self.tools_list_cache)
+        self.fast_calls = FastToolCalls(supervisor.route, self._call_tool_wire)
+        """The tools/call fast path (``fast_path``); innermost, after the request tracking."""
+        add_server_middleware(self.server, self.fast_calls)
+        self.init_options = self.server.create_initialization_options(
+            NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
+        )
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the change notifier, the exchanges and the own-warning delivery until cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self._exchanges.run)
+            nursery.start_soon(self.serve_change_notices)
+            nursery.start_soon(self._relay.serve_own_warnings)
+            task_status.started()
+
+    # -- lists ------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        # A host that lists right after starting us sees every server that has
+        # finished its first attempt, not a half-empty catalog.
+        await self._wait_for_first_attempts()
+        return types.ListToolsResult(tools=self._supervisor.registry.tools())
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        await self._wait_for_first_attempts()
+        return types.ListPromptsResult(prompts=self._supervisor.registry.prompts())
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        await self._wait_for_first_attempts()
+        return types.ListResourcesResult(resources=self._supervisor.registry.resources())
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        await self._wait_for_first_attempts()
+        return types.ListResourceTemplatesResult(resource_templates=self._supervisor.registry.templates())
+
+    async def _wait_for_first_attempts(self, bound_sec: float = FIRST_LIST_WAIT_SEC) -> None:
+        """Wait, at most ``bound_sec`` (and never past the start-up bound), for servers still on their first attempt."""
+        with trio.move_on_after(min(self._supervisor.startup_bound_sec, bound_sec)):
+            await self._supervisor.wait_first_attempts()
+
+    def _unknown(self, kind: str, name: str) -> MCPError:
+        """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
+        for actor in self._supervisor.actors.values():
+            if actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
+                return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {actor.unavailable_message()}")
+        return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}")
+
+    # -- requests for one server ------------------------------------------------------
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        if self._shutting_down:
+            return _error_result("mcp-supervisor is shutting down; the call was not started")
+        routed = self._supervisor.route(params.name)
+        if routed is None:
+            # Right after start a host may call before every server has listed its
+            # tools: the host asked for this very tool, so wait for the first attempts
+            # as long as they may take (startup_timeout_sec), not a list's short wait.
+            await self._wait_for_first_attempts(math.inf)
+            routed = self._supervisor.route(params.name)
+        if routed is None:
+            raise self._unknown("tool", params.name)
+        tool, actor = routed
+        arguments = params.arguments
+
+        async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
+            return await actor.call_tool(tool.raw_name, arguments, call)
+
+        result = await self._run_tool_call(ctx, tool, actor, send, _is_error_model)
+        return _error_result(result) if isinstance(result, str) else result
+
+    async def _call_tool_wire(
+        self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
+    ) -> HandlerResult:
+        """The fast path (``fast_path``): the same call, the result as the upstream's JSON object, restamped."""
+        if self._shutting_down:
+            return _error_result("mcp-supervisor is shutting down; the call was not started")
+
+        async def send(call: HostCall) -> dict[str, Any]:
+            return await actor.call_tool_wire(tool.raw_name, arguments, call)
+
+        result = await self._run_tool_call(ctx, tool, actor, send, _is_error_wire)
+        if isinstance(result, str):
+            return _error_result(result)
+        return restamp(result, self.server.server_info_stamp)
+
+    async def _run_tool_call(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: RegisteredTool,
+        actor: ServerActor,
+        send: Callable[[HostCall], Awaitable[T]],
+        is_error: Callable[[T], bool],
+    ) -> T | str:
+        """Forward one tools/call; an ``UpstreamError`` comes back as its message (the caller makes the error result).
+
+        Both paths share this: the failure warning (rate-limited), the metrics
+        outcome, the URL-elicitation bookkeeping, and the error rule.
+        """
+        started = trio.current_time()
+        outcome: CallOutcome = "cancelled"
+        try:
+            result = await self._forward(ctx, actor, f"tools/call {tool.key}", send)
+            outcome = "tool_error" if is_error(result) else "ok"
+            return result
+        except UpstreamError as exc:
+            outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
+            self.note_call_failure(tool, type(exc).__name__, str(exc))
+            return str(exc)
+        except MCPError as exc:
+            outcome = "rpc_error"
+            if exc.code == URL_ELICITATION_REQUIRED:
+                self._remember_url_elicitations(ctx, actor, exc)
+            raise
+        finally:
+            self.note_call(tool, outcome, trio.current_time() - started)
+
+    # -- what every tools/call path shares (this Front's and ``wire_splice``'s) --------
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether new calls are refused (``begin_shutdown`` was called)."""
+        return self._shutting_down
+
+    def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None:
+        """The tool named ``public_name`` and the actor serving it, or None."""
+        return self._supervisor.route(public_name)
+
+    def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None:
+        """Count one finished tools/call in the metrics."""
+        self._supervisor.metrics.call_finished(tool.owner, outcome, seconds)
+
+    def note_call_failure(self, tool: RegisteredTool, kind: str, text: str) -> None:
+        """Warn (rate-limited per server and kind) that a call failed upstream with ``text``."""
+        self._call_failures.warning(
+            (tool.owner, kind),
+            "server=%s tool=%s call failed: %s", tool.owner, tool.raw_name, text,
+            extra={"server": tool.owner, "tool": tool.raw_name},
+        )  # fmt: skip
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        routed = self._supervisor.route_prompt(params.name)
+        if routed is None:
+            await self._wait_for_first_attempts(math.inf)
+            routed = self._supervisor.route_prompt(params.name)
+        if routed is None:
+            raise self._unknown("prompt", params.name)
+        prompt, actor = routed
+        return await self._forward_or_error(
+            ctx,
+            actor,
+            f"prompts/get {params.name}",
+            lambda call: actor.get_prompt(prompt.raw_name, params.arguments, call),
+        )
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        uri = str(params.uri)
+        actor = self._routes.owner_of(uri)
+        return await self._forward_or_error(
+            ctx, actor, f"resources/read {uri}", lambda call: actor.read_resource(uri, call)
+        )
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        actor: ServerActor
+        if isinstance(ref, types.PromptReference):
+            routed = self._supervisor.route_prompt(ref.name)
+            if routed is None:
+                raise MCPError(INVALID_PARAMS, f"Unknown prompt: {ref.name}")
+            prompt, actor = routed
+            upstream_ref: types.PromptReference | types.ResourceTemplateReference = types.PromptReference(
+                name=prompt.raw_name
+            )
+        else:
+            actor = self._routes.template_owner(ref.uri)
+            upstream_ref = ref
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+        try:
+            return await actor.complete(upstream_ref, argument, context)
+        except UpstreamError as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from exc
+
+    async def _forward_or_error(
+        self,
+        ctx: ServerRequestContext[Any],
+        actor: ServerActor,
+        what: str,
+        request: Callable[[HostCall], Awaitable[T]],
+    ) -> T:
+        """``_forward`` for requests whose result has no ``isError``: upstream trouble is a JSON-RPC -32603."""
+        if self._shutting_down:
+            raise MCPError(INTERNAL_ERROR, "mcp-supervisor is shutting down; the request was not started")
+        try:
+            return await self._forward(ctx, actor, what, request)
+        except UpstreamError as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from exc
+
+    async def _forward(
+        self,
+        ctx: ServerRequestContext[Any],
+        actor: ServerActor,
+        what: str,
+        request: Callable[[HostCall], Awaitable[T]],
+    ) -> T:
+        """Run ``request`` for the host request ``ctx`` as a ``HostCall`` on ``actor``."""
+        call = HostCall(ctx, actor.name, connection_log_level=self._connection_log_level(ctx))
+        if call.modern_host and not actor.upstream_modern:
+            result: T = await self._exchanges.serve(call, what, lambda: request(call))
+            return result
+        with self._relay.calls.serving(call):
+            return await request(call)
+
+    def _connection_log_level(self, ctx: ServerRequestContext[Any]) -> types.LoggingLevel | None:
+        if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return None
+        return self._relay.legacy.level_of(connection_of(ctx.session))
+
+    def _remember_url_elicitations(self, ctx: ServerRequestContext[Any], actor: ServerActor, error: MCPError) -> None:
+        """A -32042 names URL elicitations; their completion notices must reach this host."""
+        if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return
+        data = error.error.data if isinstance(error.error.data, dict) else {}
+        for elicitation in data.get("elicitations") or []:
+            if isinstance(elicitation, dict) and isinstance(elicitation.get("elicitationId"), str):
+                call = HostCall(ctx, actor.name)
+                self._relay.remember_elicitation(elicitation["elicitationId"], call)
+
+    # -- subscriptions and logging ----------------------------------------------------
+
+    async def _roots_changed(self, ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
+        """A handshake host's roots changed: every server may have cached them (each actor tells its own)."""
+        for actor in self._supervisor.actors.values():
+            actor.notify_roots_changed()
+        await trio.lowlevel.checkpoint()
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        actor = self._routes.owner_of(uri)
+        connection = connection_of(ctx.session)
+        self._relay.legacy.capture(connection)
+        self._relay.subscriptions.subscribe(connection, uri, actor.name)
+        await self._subscribed_upstream(actor)
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self._relay.subscriptions.unsubscribe(connection_of(ctx.session), str(params.uri))
+        return types.EmptyResult()
+
+    async def _serve_listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """A 2026-era host's listen stream; its resource URIs count as that stream's subscriptions."""
+        stream = object()
+        owners: dict[str, ServerActor] = {}
+        for uri in params.notifications.resource_subscriptions or ():
+            try:
+                owner = self._routes.owner_of(uri)
+            except MCPError:
+                continue  # honored but never fires, as with a direct server and an unknown URI
+            self._relay.subscriptions.subscribe(stream, uri, owner.name)
+            owners[owner.name] = owner
+        try:
+            # The acknowledgement must mean "updates flow": subscribe upstream first.
+            for owner in owners.values():
+                await self._subscribed_upstream(owner)
+            return await self._listen(ctx, params)
+        finally:
+            self._relay.subscriptions.release(stream)
+
+    async def _subscribed_upstream(self, actor: ServerActor) -> None:
+        try:
+            await actor.apply_subscriptions()
+        except UpstreamError as exc:
+            # The subscription stays recorded and is applied again on the next generation.
+            logger.warning("server=%s resource subscription not applied yet: %s", actor.name, exc)
+
+    async def _set_log_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self._relay.legacy.set_level(connection_of(ctx.session), params.level)
+        return types.EmptyResult()
+
+    # -- request tracking (shutdown) and handshake-era connections --------------------
+
+    async def _track_requests(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        request_id = ctx.request_id
+        tracked = request_id is not None and ctx.method not in _UNTRACKED_METHODS
+        if tracked and request_id is not None:
+            self._unanswered.add(request_id)
+            self._idle = trio.Event() if len(self._unanswered) == 1 else self._idle
+        try:
+            result = await call_next(ctx)
+        finally:
+            if tracked and request_id is not None:
+                self._settle(request_id)
+        if ctx.method == "notifications/initialized" and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            # The SDK builds a new ServerSession per request; the connection lives as long as the host's session.
+            self._relay.legacy.capture(connection_of(ctx.session))
+        return result
+
+    def _settle(self, request_id: types.RequestId) -> None:
+        self._unanswered.discard(request_id)
+        if not self._unanswered:
+            self._idle.set()
+
+    @property
+    def legacy_hosts(self) -> int:
+        """How many handshake-era host connections are open (tests read it)."""
+        return len(self._relay.legacy)
+
+    # -- change notices ---------------------------------------------------------------
+
+    async def serve_change_notices(self) -> None:
+        """Tell every host about Registry changes, per kind, coalesced, until cancelled."""
+        registry = self._supervisor.registry
+        seen = registry.versions
+        while True:
+            while registry.versions == seen:
+                await self._supervisor.catalog_changed.wait()
+            # New tools get their wire forms now, while servers are still starting, not in the
+            # first answer (``catalog_wire``): that one is on the host's critical path.
+            self.tools_list_cache.warm()
+            await trio.sleep(NOTICE_COALESCE_SEC)
+            now = registry.versions
+            changed = {kind for kind in now if now[kind] != seen[kind]}
+            seen = now
+            await self._announce(changed)
+
+    async def _announce(self, kinds: set[Kind]) -> None:
+        logger.debug("catalog changed (%s); notifying hosts", ", ".join(sorted(kinds)))
+        legacy = self._relay.legacy.connections  # a snapshot: connections may close while we await
+        if "tools" in kinds:
+            await self._bus.publish(ToolsListChanged())
+            for connection in legacy:
+                await connection.send_tool_list_changed()  # best effort: the SDK never raises here
+        if "prompts" in kinds:
+            await self._bus.publish(PromptsListChanged())
+            for connection in legacy:
+                await connection.send_prompt_list_changed()
+        if kinds & {"resources", "templates"}:
+            await self._bus.publish(ResourcesListChanged())
+            for connection in legacy:
+                await connection.send_resource_list_changed()
+
+    # -- shutdown ---------------------------------------------------------------------
+
+    def begin_shutdown(self) -> None:
+        """Refuse new calls from now on and end the hosts' listen streams."""
+        self._shutting_down = True
+        self._listen.close()
+
+    async def wait_idle(self) -> None:
+        """Return when every request handler already running has returned."""
+        await self._idle.wait()
+
+
+def _is_error_model(result: types.CallToolResult | types.InputRequiredResult) -> bool:
+    return isinstance(result, types.CallToolResult) and result.is_error
+
+
+def _is_error_wire(result: dict[str, Any]) -> bool:
+    return result.get("isError") is True
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

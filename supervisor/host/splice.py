@@ -1,0 +1,586 @@
+"""The stdio wire splice: a ``tools/call`` crossing as bytes, stdio host to stdio upstream (issue 11).
+
+Between a 2026-era host on our stdin/stdout and a 2026-era stdio upstream, a
+plain ``tools/call`` needs no SDK at all: the host's request line is parsed once
+(``json.loads``), routed, and written to the upstream's stdin with our own
+request id and our client's ``_meta`` envelope; the upstream's answer line is
+recognised by that id in its stdout pump before anything parses it as a
+message, and written to the host with the host's id, the ``serverInfo`` stamp
+replaced by ours (``fast_path.restamp``). No task is spawned, no channel is
+crossed and no model is built per call. What a call must keep is done here,
+with the same texts as the general path:
+
+* routing, the shutdown refusal, and everything ``fast_path`` sends the general
+  way (progress tokens, input retries, handshake-era ends, output schemas,
+  unknown names, any ``_meta`` beyond the 2026 envelope, e.g. a log level) is
+  left to the SDK (``HostSplice.on_line`` returns False), and so is anything
+  that cannot be queued without waiting;
+* ``tool_timeout_sec``: each upstream's calls share one timeout, so deadlines
+  come in order and one task (``UpstreamSplice.serve_deadlines``) times out the
+  oldest, sending the upstream a courtesy ``notifications/cancelled``;
+* the host's ``notifications/cancelled`` for a spliced call is forwarded with
+  our id, and the call is answered never, as JSON-RPC wants;
+* a dead transport answers every spliced call with the general path's error
+  result (``UpstreamUnavailable``'s text), an invalid result with
+  ``UpstreamProtocolError``'s, and a JSON-RPC error passes through unchanged,
+  -32602 first triggering the unknown-tool heal (I8);
+* metrics and the rate-limited failure warning (``Front.note_call``), and the
+  stdio link's unanswered-request tracking (EOF waits for spliced calls too).
+
+Under load (``LINGER_FROM_CALLS`` calls in flight) the host wire's reader and
+the upstream's stdout pump wait ``LINGER_SEC`` before each read
+(``linger_sec``), so one wake-up takes several lines: a bounded wait, asked for
+before every read, that a lone call never pays.
+
+A first-page ``tools/list`` from a stdio host is answered on the splice too,
+from the catalog wire cache's encoded bytes (``catalog_wire``) for the host's
+protocol version (a 2026-era host's envelope names it; a handshake-era host's
+is the one the SDK negotiated with it), when that cache holds the current
+Registry version and the wire's writer can take the answer at once; otherwise
+the SDK answers (and fills the cache).
+
+Concurrency: ``HostSplice.on_line`` runs synchronously in the host wire's reader
+task; ``UpstreamSplice.claim`` in the upstream's stdout pump, which then writes
+the answer: straight onto the host pipe while the host wire's writer is idle
+(batched per chunk, or a large answer as pieces), else by awaiting that writer
+(so a host that stops reading slows that upstream's replies, as it would slow
+them on the general path). Tables are changed only in synchronous code. The
+deadline task lives in the upstream transport's nursery.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import anyio
+import trio
+from mcp import MCPError
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from supervisor.host.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
+from supervisor.wire import large as wire_large
+from supervisor.wire.codec import Spans, frame, load, to_json
+from supervisor.wire.frames import DirectWrite
+from supervisor.wire.large import encode_ascii
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from supervisor.catalog.registry import RegisteredTool
+    from supervisor.host.front import Front
+    from supervisor.ops.metrics import CallOutcome
+    from supervisor.server_actor import ServerActor
+
+logger = logging.getLogger(__name__)
+
+ID_PREFIX: Final = "mcp-supervisor/splice/"
+_ID_MARK: Final = ID_PREFIX.encode()
+_ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+"""The 2026 per-request envelope: ours replaces the host's, as on the general path. Any other key: general path."""
+_ANSWER_WRITE_GRACE_SEC: Final = 5.0
+"""How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
+
+
+_ABSENT: Final = object()
+"""A request without ``params``."""
+
+LINGER_FROM_CALLS: Final = 8
+"""Spliced calls in flight (per host, resp. per upstream) from which that side's pump lingers before it reads."""
+LINGER_SEC: Final = 1.5e-3
+"""How long a pump under load waits before it reads (``PipeReader.receive``), so one wake-up takes several lines.
+
+With many calls in flight on two busy cores, the host writes one request at a
+time and an SDK server one answer at a time, and a pump that reads the moment
+its pipe turns readable pays a wake-up (about a third of the splice's CPU per
+call) for nearly every line. Waiting first cut reads per call at c32 from about
+1.3 to about 0.6 and the sidecar's CPU per call by about a quarter (the host's
+and the server's too: they get answers, resp. requests, in bigger batches).
+Below ``LINGER_FROM_CALLS`` calls in flight nothing waits, so c1 latency is
+untouched. At or above it a line waits about ``LINGER_SEC`` per pump it crosses,
+rounded up to whole milliseconds: trio's run loop sleeps in ``epoll_wait``,
+whose timeout is whole milliseconds, so a sidecar with nothing else to do wakes
+after 2 ms here; a busy one, at the first pass of its run loop after the
+deadline. With the host keeping that many calls in flight, fewer wake-ups mean
+more calls per second and so, by Little's law, less time per call.
+
+Measured back to back at c32 (issue 11, round 4; ``python -m bench p2``'s c32
+rounds, direct and sidecar alternating): 0.3 ms (1 ms in effect) gave 72-128 us
+of sidecar CPU per call and ratios from 0.70 to 0.91 over seven runs; 1.5 ms gave
+55-72 us and 0.75-0.89 over five; 3 ms 50-61 us (two runs). c8 and c12 were no
+worse (0.62 / 0.62 against 0.58 / 0.61). A ``timerfd`` waking at exactly 0.3 ms
+was worse than both (140-152 us, ratio 0.64-0.67): it is the batching that pays.
+"""
+
+
+class Tracker(Protocol):
+    """The stdio link's unanswered-request set."""
+
+    def track(self, request_id: str | int) -> None: ...
+
+    def settle(self, request_id: str | int) -> None: ...
+
+
+@dataclass(eq=False, slots=True)
+class SplicedCall:
+    """One host ``tools/call`` in flight on the splice."""
+
+    host_id: str | int
+    upstream_id: str
+    tool: RegisteredTool
+    actor: ServerActor
+    started: float
+    deadline: float
+    host: HostSplice
+    done: bool = False
+    upstream: UpstreamSplice | None = None
+    """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
+
+
+def plain_call(params: Any) -> tuple[str, dict[str, Any] | None] | None:
+    """``(name, arguments)`` of a 2026-era ``tools/call`` the splice can carry, judged from its raw params."""
+    if not isinstance(params, dict) or not PLAIN_PARAMS.issuperset(params):
+        return None
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+        return None
+    if meta.get(PROTOCOL_VERSION_META_KEY) not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+        return None
+    return name, arguments
+
+
+class UpstreamSplice:
+    """One stdio upstream generation's end of the splice: request lines out, their answers in.
+
+    Args:
+        server: The server's name (for error texts).
+        timeout_sec: ``tool_timeout_sec`` of the server.
+    """
+
+    def __init__(self, server: str, timeout_sec: float) -> None:
+        self.server = server
+        self.timeout_sec = timeout_sec
+        self._stdin: MemoryObjectSendStream[Any] | None = None
+        self._envelope: dict[str, Any] | None = None
+        self._envelope_tail = b""
+        """``,"_meta":<envelope>}}`` and the line's end: the part of every small request line that never changes."""
+        self._pending: dict[str, SplicedCall] = {}
+        self._order: deque[SplicedCall] = deque()
+        self._wake = trio.Event()
+        self._ids = itertools.count(1)
+        self._lost = False
+        self.direct = DirectWrite()
+
+    def attach(self, stdin: MemoryObjectSendStream[Any], fd: int | None) -> None:
+        """The transport's (buffered) stdin queue, which also takes pre-encoded lines, and the pipe it drains into."""
+        self._stdin = stdin
+        if fd is not None:
+            self.direct.bind(fd, stdin)
+
+    def set_envelope(self, envelope: dict[str, Any]) -> None:
+        """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
+        self._envelope = envelope
+        self._envelope_tail = b',"_meta":' + encode_ascii(envelope).encode() + b"}}\n"
+
+    @property
+    def ready(self) -> bool:
+        return self._stdin is not None and self._envelope is not None and not self._lost
+
+    def submit(
+        self,
+        call: SplicedCall,
+        raw_name: str,
+        arguments: dict[str, Any] | None,
+        arguments_text: memoryview | None = None,
+    ) -> bool:
+        """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
+
+        ``arguments_text``: the host's own bytes of ``arguments`` (a large request), copied as they are.
+        """
+        if self._stdin is None or self._envelope is None or self._lost:
+            return False
+        if arguments_text is not None:  # large: its own path (_submit_large)
+            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, self._envelope)
+            return self._submit_large(call, pieces)
+        else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
+            line = b"".join((
+                b'{"jsonrpc":"2.0","id":"', call.upstream_id.encode(), b'","method":"tools/call","params":{"name":',
+                to_json(raw_name),
+                b"" if arguments is None else b',"arguments":' + to_json(arguments),
+                self._envelope_tail,
+            ))  # fmt: skip
+        if self.direct.try_write(line):
+            call.host.batched(self.direct)
+        else:
+            try:
+                self._stdin.send_nowait(line)
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return False
+        self._sent(call)
+        return True
+
+    def _submit_large(self, call: SplicedCall, pieces: wire_large.Pieces) -> bool:
+        """``submit`` of a large request: written at once, without a join, while the stdin writer is idle."""
+        assert self._stdin is not None
+        if not self.direct.write_pieces(pieces):
+            try:
+                self._stdin.send_nowait(wire_large.join(pieces))
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return False
+        self._sent(call)
+        return True
+
+    def _sent(self, call: SplicedCall) -> None:
+        """``call``'s request is on its way: await its answer, and its deadline."""
+        self._pending[call.upstream_id] = call
+        self._order.append(call)
+        self._wake.set()
+
+    def linger_sec(self) -> float:
+        """How long the upstream's stdout pump waits before its next read (``LINGER_SEC`` under load, else 0)."""
+        return LINGER_SEC if len(self._pending) >= LINGER_FROM_CALLS else 0.0
+
+    def new_id(self) -> str:
+        return f"{ID_PREFIX}{next(self._ids)}"
+
+    @property
+    def expecting(self) -> bool:
+        return bool(self._pending)
+
+    def claim(self, line: bytes) -> tuple[SplicedCall, dict[str, Any], Spans | None] | None:
+        """The spliced call ``line`` answers, the answer, and (large line) its result's spans; None if not ours."""
+        if _ID_MARK not in line:
+            return None
+        try:
+            message, spans = load(line, "result")
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or "method" in message:
+            return None
+        request_id = message.get("id")
+        call = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
+        if call is None:
+            return None
+        call.done = True
+        self._drop_settled()
+        return call, message, spans
+
+    def _drop_settled(self) -> None:
+        """Forget the settled calls at the head of the deadline queue.
+
+        Answers mostly come in order, so this keeps the queue as long as the
+        calls in flight; otherwise it would hold every call made within one
+        ``tool_timeout_sec`` (90,000 at 1,500 calls/s and 60 s) until the deadline
+        task wakes for the oldest. That task re-reads the head after each wait.
+        """
+        order = self._order
+        while order and order[0].done:
+            order.popleft()
+
+    def abandon(self, call: SplicedCall, reason: str) -> None:
+        """Stop waiting for ``call`` and tell the upstream (a courtesy cancel; dropped if it cannot be queued)."""
+        call.done = True
+        if self._pending.pop(call.upstream_id, None) is None or self._stdin is None:
+            return
+        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+        line = frame({**notice, "params": {"requestId": call.upstream_id, "reason": reason}})
+        try:
+            self._stdin.send_nowait(line)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("server=%s courtesy cancel for %s dropped", self.server, call.upstream_id)
+
+    async def serve_deadlines(self) -> None:
+        """Time out spliced calls past ``tool_timeout_sec``, oldest first, until cancelled."""
+        while True:
+            while not self._order:
+                await self._wake.wait()
+                self._wake = trio.Event()
+            call = self._order[0]
+            if call.done:
+                self._order.popleft()
+                continue
+            if trio.current_time() < call.deadline:
+                await trio.sleep_until(call.deadline)
+                continue
+            self._order.popleft()
+            self.abandon(call, "tool_timeout_sec elapsed")
+            text = (
+                f"server {self.server!r}: tool {call.tool.raw_name!r} did not answer within "
+                f"{self.timeout_sec:g}s (tool_timeout_sec); the request was abandoned"
+            )
+            await call.host.fail(call, "timeout", "UpstreamTimeout", text)
+
+    async def fail_all(self, reason: str) -> None:
+        """The transport is gone: answer every spliced call as the general path would, then refuse new ones."""
+        self._lost = True
+        self.direct.unbind()
+        calls = list(self._pending.values())
+        self._pending.clear()
+        self._order.clear()
+        cancelled: trio.Cancelled | None = None
+        for call in calls:
+            call.done = True
+            text = f"server {self.server!r}: connection lost during tools/call {call.tool.raw_name}"
+            try:
+                await call.host.fail(call, "unavailable", "UpstreamUnavailable", text)
+            except trio.Cancelled as exc:
+                # The calls left the tables above: nobody else will answer them. Once cancelled, each
+                # answer is still written (shielded, bounded: ``HostSplice.answer_line``); then re-raise.
+                cancelled = exc
+        if calls:
+            logger.debug("server=%s %d spliced call(s) failed: %s", self.server, len(calls), reason)
+        if cancelled is not None:
+            raise cancelled
+
+    async def deliver(self, call: SplicedCall, message: dict[str, Any], spans: Spans | None = None) -> None:
+        """Answer the host with the upstream's answer ``message`` to ``call``."""
+        error = message.get("error")
+        if isinstance(error, dict):
+            code, text = error.get("code"), error.get("message")
+            if isinstance(code, int) and isinstance(text, str):
+                call.actor.heal_unknown_tool(call.tool.raw_name, MCPError(code, text, error.get("data")))
+                await call.host.answer(call, "rpc_error", {"jsonrpc": "2.0", "id": call.host_id, "error": error})
+                return
+        result = message.get("result")
+        if not isinstance(result, dict) or not wire_result_shaped(result):
+            text = f"server {self.server!r}: tools/call {call.tool.raw_name} returned an invalid result"
+            await call.host.fail(call, "unavailable", "UpstreamProtocolError", text)
+            return
+        outcome: CallOutcome = "tool_error" if result.get("isError") is True else "ok"
+        restamped = call.host.restamp(result)
+        if spans is None:
+            await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
+            return
+        edited = {key: restamped[key] for key in ("_meta", "resultType")}
+        pieces = wire_large.answer_pieces(call.host_id, spans.text, spans.inner, edited)
+        if not call.host.answer_now(call, outcome, pieces):
+            await call.host.answer_line(call, outcome, wire_large.join(pieces))
+
+
+@dataclass(eq=False)
+class HostSplice:
+    """The stdio host's end of the splice: takes the calls it can carry off the host wire and answers them.
+
+    Args:
+        front: Routes, refuses during shutdown, stamps, counts.
+        tracker: The stdio link's unanswered-request set.
+    """
+
+    front: Front
+    tracker: Tracker
+    enabled: bool = True
+    taken: Counter[str] = field(default_factory=Counter)
+    """How many ``tools/call`` lines were ``"spliced"`` and how many left to the SDK (``"sdk"``)."""
+    _out: MemoryObjectSendStream[Any] | None = None
+    _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
+    _stamp: dict[str, Any] | None = None
+    _wire_stuck: bool = False
+    _batched: list[DirectWrite] = field(default_factory=list)
+    """Upstream stdins holding request lines from the chunk ``on_line`` is in (``flush_requests`` writes them)."""
+    direct: DirectWrite = field(default_factory=DirectWrite)
+    """Bound to the host wire by the stdio link (``open_stdio_wire``); upstream pumps ``flush`` it per chunk."""
+    handshake_version: str | None = None
+    """The version a handshake-era host negotiated, set once the SDK has answered its ``initialize`` (by then
+    the SDK has committed it); None for a 2026-era host. ``front_stdio`` reads it off the SDK's traffic."""
+
+    def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
+        """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
+        if self._out is not None:
+            self._out.close()
+        self._out = out
+
+    def batched(self, direct: DirectWrite) -> None:
+        """``direct`` (an upstream's stdin) holds a request from the current host chunk."""
+        if direct not in self._batched:  # as many as the chunk's calls reach upstreams: a short list
+            self._batched.append(direct)
+
+    def flush_requests(self) -> None:
+        """The host reader's hook after each chunk: write the requests batched per upstream, one syscall each."""
+        for direct in self._batched:
+            direct.flush()
+        self._batched.clear()
+
+    def flush(self) -> None:
+        """An upstream pump's hook after each chunk: write the answers batched for this host in one syscall."""
+        self.direct.flush()
+
+    def linger_sec(self) -> float:
+        """How long the host wire's reader waits before its next read (``LINGER_SEC`` under load, else 0)."""
+        return LINGER_SEC if len(self._by_host_id) >= LINGER_FROM_CALLS else 0.0
+
+    def on_line(self, line: bytes) -> bool:
+        """Take ``line`` off the host wire if the splice carries it (True); else the SDK gets it (False)."""
+        if b'"tools/call"' in line:
+            taken = self._take_call(line)
+            self.taken["spliced" if taken else "sdk"] += 1
+            return taken
+        if self._by_host_id and b'"notifications/cancelled"' in line:
+            return self._take_cancel(line)
+        if b'"tools/list"' in line:
+            taken = self._take_list(line)
+            self.taken["list spliced" if taken else "list sdk"] += 1
+            return taken
+        return False
+
+    def _take_list(self, line: bytes) -> bool:
+        """A first-page ``tools/list``, answered from the encoded catalog if it is cached for the host's version."""
+        if not self.enabled or self._out is None:
+            return False
+        try:
+            message, _ = load(line, "params")
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
+            return False
+        host_id = message.get("id")
+        if isinstance(host_id, bool) or not isinstance(host_id, str | int):
+            return False
+        version = self._list_version(message.get("params", _ABSENT))
+        encoded = self.front.tools_list_cache.encoded(version) if version is not None else None
+        if encoded is None:
+            return False
+        answer = b'{"jsonrpc":"2.0","id":' + json.dumps(host_id).encode() + b',"result":' + encoded + b"}\n"
+        try:
+            self._out.send_nowait(answer)  # the wire's writer is idle: handed over at once, or the SDK answers
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
+        return True
+
+    def _list_version(self, params: Any) -> str | None:
+        """The protocol version a first-page list with ``params`` is answered in; None: the SDK answers it.
+
+        A 2026-era host names its version in the request's envelope; a handshake-era
+        host's is the one it negotiated, and its list carries no params beyond ``{}``.
+        Anything else (a cursor, a progress token, any other ``_meta``) is the SDK's.
+        """
+        if self.handshake_version is not None:
+            return self.handshake_version if params is _ABSENT or params == {} else None
+        meta = params.get("_meta") if isinstance(params, dict) and len(params) == 1 else None
+        if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+            return None
+        version = meta.get(PROTOCOL_VERSION_META_KEY)
+        return version if version in MODERN_PROTOCOL_VERSIONS else None
+
+    def _take_call(self, line: bytes) -> bool:
+        if not self.enabled or self._out is None or self.front.shutting_down:
+            return False
+        try:
+            message, spans = load(line, "params")
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
+            return False
+        host_id = message.get("id")
+        if isinstance(host_id, bool) or not isinstance(host_id, str | int) or host_id in self._by_host_id:
+            return False
+        plain = plain_call(message.get("params"))
+        routed = self.front.route(plain[0]) if plain is not None else None
+        if plain is None or routed is None:
+            return False
+        tool, actor = routed
+        upstream = actor.wire_upstream if tool.source.output_schema is None else None
+        splice = upstream.splice if upstream is not None else None
+        if splice is None or not splice.ready:
+            return False
+        now = trio.current_time()
+        call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
+        arguments_span = spans.inner.get("arguments") if spans is not None else None
+        arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
+        if not splice.submit(call, tool.raw_name, plain[1], arguments_text):
+            return False
+        self._by_host_id[host_id] = call
+        self.tracker.track(host_id)
+        return True
+
+    def _take_cancel(self, line: bytes) -> bool:
+        try:
+            message, _ = load(line, "params")
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return False
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return False
+        call = self._by_host_id.pop(request_id, None)
+        if call is None:
+            return False
+        if call.upstream is not None:
+            call.upstream.abandon(call, "the host cancelled the request")
+        call.done = True
+        self._finish(call, "cancelled")
+        return True
+
+    def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
+        if self._stamp is None:
+            self._stamp = self.front.server.server_info_stamp
+        return restamp(result, self._stamp)  # shared, not copied: the result is encoded at once and dropped
+
+    async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
+        """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
+        await self.answer_line(call, outcome, frame(message))
+
+    async def answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
+        """Write the framed ``line`` to the host as the answer to ``call`` (unless the host cancelled it)."""
+        if self._by_host_id.pop(call.host_id, None) is not call:
+            return  # cancelled by the host meanwhile: JSON-RPC wants no answer
+        if self._out is not None and self.direct.try_write(line, partial(self._finish, call, outcome)):
+            return  # batched: written (then finished) by the pump's flush, or first by the woken writer
+        try:
+            if self._out is not None:
+                try:
+                    # A host that reads slowly slows this upstream's replies, as on the general path;
+                    # nothing is dropped for being slow.
+                    await self._out.send(line)
+                except trio.Cancelled:
+                    # The answer is owed once the call left the tables, even when the task delivering
+                    # it (an upstream pump, the transport's watcher) is being cancelled: shielded and
+                    # bounded. A host that already left one answer waiting the whole grace gets none.
+                    grace = 0.0 if self._wire_stuck else _ANSWER_WRITE_GRACE_SEC
+                    with trio.CancelScope(shield=True), trio.move_on_after(grace) as bound:
+                        await self._out.send(line)
+                    self._wire_stuck = bound.cancelled_caught
+                    if bound.cancelled_caught:
+                        logger.warning("the host did not take a spliced answer within %gs of a stop; dropped", grace)
+                    raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
+        finally:
+            self._finish(call, outcome)
+
+    def answer_now(self, call: SplicedCall, outcome: CallOutcome, pieces: wire_large.Pieces) -> bool:
+        """Write a large answer to ``call`` (``pieces``) at once if the host wire's writer is idle.
+
+        True: written (or owed no answer: the host cancelled the call); False:
+        nothing done, answer with ``answer_line`` (the writer is busy).
+        """
+        if self._by_host_id.get(call.host_id) is not call:
+            return True  # cancelled by the host meanwhile: JSON-RPC wants no answer
+        if self._out is None or not self.direct.write_pieces(pieces):
+            return False
+        del self._by_host_id[call.host_id]
+        self._finish(call, outcome)
+        return True
+
+    async def fail(self, call: SplicedCall, outcome: CallOutcome, kind: str, text: str) -> None:
+        """Answer ``call`` with the general path's error result carrying ``text``."""
+        if self._by_host_id.get(call.host_id) is call:
+            self.front.note_call_failure(call.tool, kind, text)
+        result = {"content": [{"type": "text", "text": text}], "isError": True}
+        await self.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": self.restamp(result)})
+        self.flush()  # the deadline task and the transport's watcher are not pumps: nobody else flushes for them
+
+    def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
+        self.tracker.settle(call.host_id)
+        self.front.note_call(call.tool, outcome, trio.current_time() - call.started)

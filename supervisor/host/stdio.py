@@ -1,0 +1,212 @@
+"""The Front over stdio: the one host that started us, on our stdin/stdout.
+
+``StdioHostLink.run`` serves the Front's MCP server over the cancellable stdio
+wire (``_stdio_wire``). It tracks, at the wire, every request the host sent
+and every answer written back (``_Unanswered``), which gives two guarantees:
+
+* **EOF with requests pending.** A host that writes its requests and then
+  closes stdin (``printf … | mcp-supervisor run``) still gets every answer:
+  the end of input reaches the server only once the pending requests are
+  answered, or after ``shutdown_grace_sec``.
+* **Graceful stop.** ``wait_idle`` returns when every request has been
+  answered *on the wire* (not merely when its handler returned: the SDK writes
+  the answer after that), so cancelling the connection then loses nothing.
+
+Listen streams (``subscriptions/listen``) stay open by design and are not
+counted; the Front ends them on shutdown.
+
+Plain 2026-era ``tools/call`` requests for 2026-era stdio upstreams skip the
+SDK altogether: the wire splice (``wire_splice.HostSplice``) takes them off the
+wire and answers them on it, tracked in the same unanswered set. First-page
+``tools/list`` requests too, in either era (``_HandshakeWatch`` tells the
+splice a handshake-era host's version).
+
+Concurrency: ``run`` owns a nursery with the relay task (server → wire) next
+to the server, outside the host scope, so answers produced before the scope
+was cancelled still reach the wire. ``close`` cancels the host scope and waits
+at most ``HOST_CLOSE_GRACE_SEC``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import trio
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.shared.message import SessionMessage
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from supervisor.host.front import Front
+from supervisor.host.splice import HostSplice
+from supervisor.wire.stdio import WriteStream, open_stdio_wire
+from supervisor.wire.streams import ReadStreamView
+
+logger = logging.getLogger(__name__)
+
+HOST_CLOSE_GRACE_SEC: Final = 5.0
+"""How long closing the host connection (flushing the last answers) may take before it is cancelled."""
+_OPEN_BY_DESIGN: Final = frozenset({"subscriptions/listen"})
+
+
+class _Unanswered:
+    """Ids of host requests read from the wire whose answer has not been written yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[types.RequestId] = set()
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def saw(self, item: SessionMessage | Exception) -> None:
+        if not isinstance(item, SessionMessage):
+            return
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest) and message.method not in _OPEN_BY_DESIGN:
+            if not self._ids:
+                self._idle = trio.Event()
+            self._ids.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            # A cancelled request may never be answered; the host no longer waits for it either.
+            request_id = (message.params or {}).get("requestId")
+            if isinstance(request_id, str | int):
+                self.settle(request_id)
+
+    def track(self, request_id: types.RequestId) -> None:
+        """A request the wire splice took off the wire."""
+        if not self._ids:
+            self._idle = trio.Event()
+        self._ids.add(request_id)
+
+    def settle(self, request_id: types.RequestId) -> None:
+        self._ids.discard(request_id)
+        if not self._ids:
+            self._idle.set()
+
+    def answered(self, message: SessionMessage) -> None:
+        if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError) and message.message.id is not None:
+            self.settle(message.message.id)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+
+class _HandshakeWatch:
+    """Tells the wire splice the version a handshake-era host negotiated, read off the SDK's own traffic.
+
+    The host's ``initialize`` requests are noted as the SDK reads them, and the
+    version is taken from the SDK's answer to one: the SDK commits it before it
+    answers, so from then on a list the splice answers is answered in the version
+    the SDK would use. A later ``initialize`` moves it the same way.
+    """
+
+    def __init__(self, splice: HostSplice) -> None:
+        self._splice = splice
+        self._initialize_ids: set[types.RequestId] = set()
+
+    def saw(self, item: SessionMessage | Exception) -> None:
+        if isinstance(item, SessionMessage):
+            message = item.message
+            if isinstance(message, types.JSONRPCRequest) and message.method == "initialize":
+                self._initialize_ids.add(message.id)
+
+    def answered(self, message: SessionMessage) -> None:
+        if not self._initialize_ids:
+            return
+        answer = message.message
+        if not isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) or answer.id is None:
+            return
+        if answer.id in self._initialize_ids:
+            self._initialize_ids.discard(answer.id)
+            version = answer.result.get("protocolVersion") if isinstance(answer, types.JSONRPCResponse) else None
+            if version in HANDSHAKE_PROTOCOL_VERSIONS:
+                self._splice.handshake_version = version
+
+
+class _TrackedReader(ReadStreamView):
+    """The wire's read stream, counting requests in; at EOF it first waits (bounded) for their answers."""
+
+    def __init__(self, inner: Any, unanswered: _Unanswered, watch: _HandshakeWatch, grace_sec: float) -> None:
+        super().__init__(inner)
+        self._unanswered = unanswered
+        self._watch = watch
+        self._grace_sec = grace_sec
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await super().receive()
+        except anyio.EndOfStream:
+            with trio.move_on_after(self._grace_sec) as scope:
+                await self._unanswered.wait_idle()
+            if scope.cancelled_caught:
+                logger.warning("host closed stdin; requests still unanswered after %gs are cancelled", self._grace_sec)
+            raise
+        self._unanswered.saw(item)
+        self._watch.saw(item)
+        return item
+
+
+class StdioHostLink:
+    """The one host that started us, over our stdin/stdout."""
+
+    def __init__(self, front: Front, stop: trio.Event, *, grace_sec: float) -> None:
+        self._front = front
+        self._stop = stop
+        self._grace_sec = grace_sec
+        self._scope = trio.CancelScope()
+        self._done = trio.Event()
+        self._unanswered = _Unanswered()
+        self.splice = HostSplice(front, self._unanswered)
+        """The wire splice's host end (tests read ``splice.taken``)."""
+        self._watch = _HandshakeWatch(self.splice)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the host until it hangs up or ``close``; either way, set the stop event."""
+        front, splice = self._front, self.splice
+        try:
+            async with (
+                open_stdio_wire(splice.on_line, splice.direct, splice.flush_requests, splice.linger_sec) as (
+                    wire_read,
+                    wire_write,
+                ),
+                trio.open_nursery() as relay_nursery,
+            ):
+                self.splice.attach(wire_write.clone())
+                # The relay lives outside the host scope: answers the server produced
+                # before that scope was cancelled still reach the wire.
+                write_stream, to_relay = anyio.create_memory_object_stream[SessionMessage](0)
+                relay_nursery.start_soon(self._relay_to_host, to_relay, wire_write)
+                read_stream: Any = _TrackedReader(wire_read, self._unanswered, self._watch, self._grace_sec)
+                with self._scope:
+                    task_status.started()
+                    await front.server.run(read_stream, write_stream, front.init_options)
+                write_stream.close()  # the server closes it too; this ends the relay on every path
+                self.splice.attach(None)  # closes its clone of the wire, so the writer can drain and end
+            if not self._scope.cancel_called:
+                logger.info("host closed the connection; stopping")
+        finally:
+            self._stop.set()
+            self._done.set()
+
+    def refuse_new(self) -> None:
+        """Nothing to do: there is one host, and the Front refuses its new calls."""
+
+    async def wait_idle(self) -> None:
+        await self._unanswered.wait_idle()
+
+    async def close(self) -> None:
+        self._scope.cancel("mcp-supervisor is stopping")
+        with trio.move_on_after(HOST_CLOSE_GRACE_SEC):
+            await self._done.wait()
+
+    async def _relay_to_host(self, source: MemoryObjectReceiveStream[SessionMessage], wire: WriteStream) -> None:
+        """Forward the server's messages to the wire, noting which requests got their answer."""
+        async with source, wire:
+            async for message in source:
+                try:
+                    await wire.send(message)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    logger.debug("host wire closed; dropping outgoing messages")
+                self._unanswered.answered(message)
+                self._watch.answered(message)

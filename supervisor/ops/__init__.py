@@ -1,0 +1,1 @@
+"""Operations: status, metrics, the admin endpoint, rate-limited logs, progress, heap tuning."""

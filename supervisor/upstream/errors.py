@@ -1,0 +1,77 @@
+"""Translating SDK and transport failures of one upstream generation into ``UpstreamError`` (once, here).
+
+``ErrorTranslator`` maps what one request raised; ``connect_error`` what
+entering the client raised (often nested exception groups);
+``split_teardown_errors`` separates transport failures from everything else
+that leaving the client raised. Pure and synchronous.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import anyio
+import httpx2
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED
+from pydantic import ValidationError
+
+from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
+from supervisor.upstream.stdio import TransportHealth
+
+
+class ErrorTranslator:
+    """Context manager mapping SDK/transport failures of one request to ``UpstreamError``."""
+
+    def __init__(self, server: str, what: str, health: TransportHealth, passthrough: bool) -> None:
+        self._server = server
+        self._what = what
+        self._health = health
+        self._passthrough = passthrough
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None or not isinstance(exc, Exception):
+            return
+        server, what = self._server, self._what
+        if isinstance(exc, MCPError):
+            if exc.code == CONNECTION_CLOSED:
+                self._health.mark_lost("connection closed")
+                raise UpstreamUnavailable(server, f"server {server!r}: connection lost during {what}") from exc
+            if self._passthrough:
+                return
+            raise UpstreamProtocolError(server, f"server {server!r}: {what} failed: {exc.error.message}") from exc
+        if isinstance(exc, ValidationError):
+            raise UpstreamProtocolError(
+                server, f"server {server!r}: {what} returned an invalid result ({exc.error_count()} errors)"
+            ) from exc
+        if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | httpx2.TransportError | OSError):
+            self._health.mark_lost(f"{type(exc).__name__}: {exc}")
+            raise UpstreamUnavailable(server, f"server {server!r}: transport failed during {what}: {exc}") from exc
+
+
+TEARDOWN_ERRORS: Final = (httpx2.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+def split_teardown_errors(raised: BaseException) -> tuple[BaseException | None, BaseException | None]:
+    """Split what leaving the client raised into (transport failures, everything else)."""
+    if isinstance(raised, BaseExceptionGroup):
+        return raised.split(TEARDOWN_ERRORS)
+    if isinstance(raised, TEARDOWN_ERRORS):
+        return raised, None
+    return None, raised
+
+
+def connect_error(name: str, health: TransportHealth, exc: Exception) -> UpstreamUnavailable | UpstreamProtocolError:
+    """Translate whatever ``Client.__aenter__`` raised (often nested groups) into one error."""
+    leaf = first_leaf(exc)
+    if isinstance(leaf, UpstreamUnavailable):
+        return leaf  # the transport already said what is wrong (e.g. UpstreamNeedsLogin)
+    if isinstance(leaf, MCPError) and leaf.code != CONNECTION_CLOSED:
+        return UpstreamProtocolError(name, f"server {name!r}: handshake failed: {leaf.error.message}")
+    if isinstance(leaf, FileNotFoundError | PermissionError | NotADirectoryError):
+        return UpstreamUnavailable(name, f"server {name!r} could not be started: {leaf}")
+    reason = health.reason or health.redact(f"{type(leaf).__name__}: {leaf}")
+    return UpstreamUnavailable(name, f"server {name!r} failed during the handshake: {reason}")

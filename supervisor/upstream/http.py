@@ -1,0 +1,115 @@
+"""The streamable-HTTP transport of one upstream generation.
+
+``open_http_transport`` wraps the SDK's ``streamable_http_client``: the SDK
+reports transport failures as exception values on the read stream and keeps
+the session open, so the wrapper marks the generation lost on the first such
+value and when the stream ends (the ServerActor then reconnects).
+
+The wrapper is a pass-through view of the SDK's read stream, not a relay
+through another memory channel: the SDK's stream carries, with each message,
+the ``contextvars`` of the task that produced it (the task that POSTed the
+host's call reads that call's response stream), and its dispatcher runs the
+client callbacks in that context. That is how a server→client request or a
+progress/log notice sent on a call's own stream is attributed to the host call
+that caused it (``host_calls.current_call``); a relay task would replace that
+context with its own.
+
+A server with an ``[oauth]`` table gets the SDK's OAuth provider as the httpx
+auth flow (:mod:`supervisor.auth.oauth`); when that flow finds that only a person
+can help (no tokens, a refused refresh), the transport's failure is re-raised
+as ``UpstreamNeedsLogin``, which the ServerActor turns into ``needs_login``.
+``transport = "sse"`` selects the legacy HTTP+SSE client
+(:mod:`supervisor.upstream.sse`) with the same headers, auth and watching.
+
+Nursery: none here; the SDK's transport owns its tasks. Waits are unbounded on
+purpose: the ServerActor bounds connect, list and call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from supervisor.auth.oauth import RunAuth, build_run_auth
+from supervisor.compat.sdk import TransportStreams, create_mcp_http_client
+from supervisor.config.models import ServerSettings
+from supervisor.upstream.sse import open_sse_streams
+from supervisor.upstream.stdio import TransportHealth
+from supervisor.wire.streams import ReadStreamView
+
+
+class _WatchedReadStream(ReadStreamView):
+    """A read stream that reports transport failures to ``health`` (``last_context`` passes through)."""
+
+    def __init__(self, inner: Any, health: TransportHealth) -> None:
+        super().__init__(inner)
+        self._health = health
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await super().receive()
+        except Exception:
+            self._health.mark_lost("HTTP stream ended")
+            raise
+        if isinstance(item, Exception):
+            self._health.mark_lost(f"HTTP transport error: {item}")
+        return item
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except Exception as exc:  # whatever ended the stream (EOF, a closed or broken stream), it is over
+            raise StopAsyncIteration from exc
+
+
+@asynccontextmanager
+async def open_http_transport(settings: ServerSettings, health: TransportHealth) -> AsyncIterator[TransportStreams]:
+    """Connect to ``settings.url`` with the configured headers and bearer token or OAuth.
+
+    Raises:
+        UpstreamNeedsLogin: An ``authorization_code`` server has no usable tokens.
+    """
+    assert settings.url is not None
+    headers = dict(settings.http_headers)
+    if (token := settings.bearer_token()) is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    run_auth = build_run_auth(settings) if settings.oauth is not None else None
+    try:
+        async with open_http_streams(settings, headers, run_auth.auth if run_auth else None) as (read, write):
+            watched: Any = _WatchedReadStream(read, health)
+            yield watched, write
+    except Exception as exc:  # never a Cancelled: a stop stays a stop
+        needs_login = run_auth.needs_login() if run_auth is not None else None
+        if needs_login is None:
+            raise
+        health.mark_lost(str(needs_login))
+        raise needs_login from exc
+
+
+def open_http_streams(
+    settings: ServerSettings, headers: dict[str, str], auth: httpx2.Auth | None
+) -> AbstractAsyncContextManager[TransportStreams]:
+    """The SDK client transport for ``settings`` (streamable HTTP or legacy SSE), unwatched (``login`` uses it)."""
+    assert settings.url is not None
+    if settings.http_transport == "sse":
+        return open_sse_streams(settings.url, headers, auth)
+    return _open_streamable(settings.url, headers, auth)
+
+
+@asynccontextmanager
+async def _open_streamable(
+    url: str, headers: dict[str, str], auth: httpx2.Auth | None
+) -> AsyncIterator[TransportStreams]:
+    async with (
+        create_mcp_http_client(headers=headers, auth=auth) as http_client,
+        streamable_http_client(url, http_client=http_client) as streams,
+    ):
+        yield streams
+
+
+__all__ = ["RunAuth", "open_http_streams", "open_http_transport"]

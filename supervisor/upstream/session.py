@@ -1,0 +1,554 @@
+"""One upstream generation: a transport plus one connected ``mcp.Client``.
+
+``open_upstream`` is the seam between the ServerActor and the SDK. It yields an
+``Upstream`` whose methods translate SDK and transport failures into the
+supervisor's ``UpstreamError`` family exactly once, here.
+
+What crosses, per direction (DESIGN I13):
+
+* **Catalog.** ``list_all`` fetches every page of one kind (tools, prompts,
+  resources, templates) through ``upstream_listing`` (``tools/list`` on a raw
+  path); tools and prompts go through the shared response cache (I4),
+  resource lists always ``bypass`` it (I9).
+* **Requests for a host call** (``call_tool``, ``get_prompt``,
+  ``read_resource``, ``complete``) carry the host's progress wish (a progress
+  token of ours) and, to a 2026-era server, its log level in ``_meta``. The
+  call's progress and request-scoped log notices reach it through the
+  transport tap (``upstream_tap``) in wire order, into its ``CallNotices``,
+  which it forwards to its host before returning the result.
+  A 2026-era server's ``InputRequiredResult`` is passed through to a 2026-era
+  host unchanged (it runs the round and retries with the same
+  ``requestState``), and driven for a handshake-era host with its own
+  connection answering each embedded request (``HostSide.ask_host``).
+* **Server→client requests** of a handshake-era server (sampling, elicitation,
+  roots) go to ``HostSide.ask_host``, which attributes them (``host_calls``).
+* **Notices.** Change notices differ by era (DESIGN §7): handshake-era servers
+  send them to ``message_handler``; 2026-era servers deliver them only on an
+  open ``subscriptions/listen`` stream, which ``upstream_listen.serve_listen``
+  holds for the generation (re-opened when the subscribed resource URIs change).
+  ``on_list_changed(kind)`` must not block. Log messages, resource updates and
+  URL-elicitation completions go to the ``HostSide``.
+
+Nursery: ``open_upstream`` owns one nursery for the listen task and the
+transport's own pumps; it is closed when the generation ends. Each host call
+owns a short-lived nursery for its ``CallNotices`` pump. Waits here are
+unbounded on purpose: the ServerActor bounds connect/list with
+``startup_timeout_sec`` and requests with ``tool_timeout_sec``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+import mcp_types as types
+import trio
+from mcp import Client
+from mcp.client.caching import CacheConfig, CacheMode
+from mcp.client.session import ClientRequestContext, IncomingMessage
+from mcp_types import LOG_LEVEL_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from supervisor._version import __version__
+from supervisor.calls.attribution import CallNotices, HostCall, HostSide, current_call, named_for, no_host_error
+from supervisor.catalog.registry import Definition, Kind
+from supervisor.compat.sdk import (
+    DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+    TransportStreams,
+    request_envelope,
+    run_input_required_driver,
+    send_raw_request,
+)
+from supervisor.config.models import ServerSettings
+from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
+from supervisor.host.fast_path import strip_server_stamp, wire_result_shaped
+from supervisor.host.splice import UpstreamSplice
+from supervisor.upstream.errors import ErrorTranslator, connect_error, split_teardown_errors
+from supervisor.upstream.http import open_http_transport
+from supervisor.upstream.listen import ListenFilter, ListenTarget, serve_listen
+from supervisor.upstream.listing import list_all
+from supervisor.upstream.spawn import EarlyServers
+from supervisor.upstream.stdio import TransportHealth, open_stdio_transport
+from supervisor.upstream.tap import tapped
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
+CLIENT_INFO: Final = types.Implementation(name="mcp-supervisor", version=__version__)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who answered: ``name@version`` as reported, or None for an anonymous server."""
+
+    name: str | None
+    version: str | None
+
+    def __str__(self) -> str:
+        if self.name is None:
+            return "anonymous"
+        return f"{self.name}@{self.version or '?'}"
+
+
+class Upstream:
+    """A connected generation of one server. Created only by ``open_upstream``."""
+
+    def __init__(
+        self, settings: ServerSettings, client: Client, health: TransportHealth, host: HostSide | None
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self._host = host
+        self.health = health
+        self.change_notices = True
+        """False when this generation gets no change notices (a 2026-era server that never acknowledged listen)."""
+        self.listen_filter = ListenFilter()
+        self._subscribed: frozenset[str] = frozenset()
+        self._subscribing = trio.Lock()
+        self._log_level: types.LoggingLevel | None = None
+        self._progress_tokens = itertools.count(1)
+        self._progress_routes: dict[str, CallNotices] = {}
+        self.splice: UpstreamSplice | None = None
+        """The stdio wire splice's end of this generation (``wire_splice``); None over HTTP."""
+
+    # -- what this generation is ------------------------------------------------------
+
+    @property
+    def protocol_version(self) -> str:
+        return self._client.protocol_version
+
+    @property
+    def modern(self) -> bool:
+        return self._client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def identity(self) -> Identity:
+        info = self._client.server_info
+        return Identity(None, None) if info is None else Identity(info.name, info.version)
+
+    @property
+    def kinds(self) -> frozenset[Kind]:
+        """The catalog kinds this server offers (from its capabilities; tools are always asked for)."""
+        capabilities = self._client.server_capabilities
+        kinds: set[Kind] = {"tools"}
+        if capabilities.prompts is not None:
+            kinds.add("prompts")
+        if capabilities.resources is not None:
+            kinds.update(("resources", "templates"))
+        return frozenset(kinds)
+
+    # -- catalog -----------------------------------------------------------------------
+
+    async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]:
+        """Fetch every page of one kind's listing (``upstream_listing.list_all``), handed over as an ``OwnedListing``.
+
+        Raises:
+            UpstreamUnavailable: The connection died.
+            UpstreamProtocolError: The server answered with an error, an invalid
+                listing, more than ``max_tools`` entries, or pages without end.
+        """
+        return await list_all(self._client, self._settings, kind, cache_mode, self._translate_errors)
+
+    # -- requests for a host call --------------------------------------------------------
+
+    async def call_tool(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Call one tool by its raw name for ``call``.
+
+        An ``MCPError`` the server answered with is re-raised unchanged (the host
+        must see the original error); a dead connection becomes ``UpstreamUnavailable``.
+        """
+        session = self._client.session
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            result = await session.call_tool(
+                raw_name,
+                arguments,
+                progress_callback=progress,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,
+                allow_input_required=True,
+            )
+            if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+                raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: unexpected result shape")
+            return result
+
+        result = await self._interactive(f"tools/call {raw_name}", call, send)
+        return cast(types.CallToolResult | types.InputRequiredResult, result)
+
+    async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
+        """``call_tool`` for a 2026-era host of this 2026-era server, the result as the server's raw JSON object.
+
+        The request skips the SDK's request model and the result its validation
+        (``fast_path``); errors translate as in ``call_tool``, and a result that
+        is not even shaped like one is an ``UpstreamProtocolError``.
+        """
+        session = self._client.session
+        what = f"tools/call {raw_name}"
+
+        async def send(responses: Any, state: Any, meta: Any, progress: Any) -> dict[str, Any]:
+            params: dict[str, Any] = {"name": raw_name}
+            if arguments is not None:
+                params["arguments"] = arguments
+            if meta:
+                params["_meta"] = dict(meta)
+            return await send_raw_request(session, "tools/call", params)
+
+        result: dict[str, Any] = await self._interactive(what, call, send)
+        if not wire_result_shaped(result):
+            name = self._settings.name
+            raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid result")
+        return result
+
+    async def get_prompt(
+        self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """Get one prompt by its raw name for ``call`` (errors as in ``call_tool``)."""
+        session = self._client.session
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
+        ) -> types.GetPromptResult | types.InputRequiredResult:
+            del progress  # prompts/get has no progress callback in the SDK
+            return await session.get_prompt(
+                raw_name,
+                arguments,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,
+                allow_input_required=True,
+            )
+
+        result = await self._interactive(f"prompts/get {raw_name}", call, send)
+        return cast(types.GetPromptResult | types.InputRequiredResult, result)
+
+    async def read_resource(
+        self, uri: str, call: HostCall | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """Read one resource, always from the server (I9: the response cache is never involved)."""
+        session = self._client.session
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
+        ) -> types.ReadResourceResult | types.InputRequiredResult:
+            del progress
+            return await session.read_resource(
+                uri, input_responses=responses, request_state=state, meta=meta, allow_input_required=True
+            )
+
+        result = await self._interactive(f"resources/read {uri}", call, send)
+        return cast(types.ReadResourceResult | types.InputRequiredResult, result)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """Ask for completions of one argument."""
+        with self._translate_errors("completion/complete", passthrough_server_errors=True):
+            return await self._client.complete(ref=ref, argument=argument, context_arguments=context_arguments)
+
+    async def _interactive(
+        self,
+        what: str,
+        call: HostCall | None,
+        send: Callable[[types.InputResponses | None, str | None, Any, Any], Awaitable[Any]],
+    ) -> Any:
+        if call is None:
+            return await self._send_and_drive(what, None, None, send)
+        meta: dict[str, Any] = {}
+        level = call.log_level
+        if self.modern and level is not None:
+            meta[LOG_LEVEL_META_KEY] = level
+        if not call.wants_progress and (level is None or not (self.modern or call.modern_host)):
+            # Nothing can reach this call's CallNotices (see ``tap``): no pump task, no nursery.
+            return await self._send_and_drive(what, call, meta or None, send)
+        notices = call.notices = CallNotices(call)
+        token: str | None = None
+        if call.wants_progress:
+            # Our own token, so the transport tap (not a spawned SDK callback) sees each notice in wire order.
+            token = f"{PROGRESS_TOKEN_PREFIX}{next(self._progress_tokens)}"
+            meta["progressToken"] = token
+            self._progress_routes[token] = notices
+        failure: Exception | None = None
+        result: Any = None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(notices.run)
+                try:
+                    result = await self._send_and_drive(what, call, meta or None, send)
+                except Exception as exc:  # raised below, outside the nursery, so it is not wrapped in a group
+                    failure = exc
+                finally:
+                    notices.close()  # the pump forwards what is queued, then ends: notices precede the result
+        finally:
+            if token is not None:
+                del self._progress_routes[token]
+            call.notices = None
+        if failure is not None:
+            raise failure
+        return result
+
+    async def _send_and_drive(
+        self,
+        what: str,
+        call: HostCall | None,
+        meta: dict[str, Any] | None,
+        send: Callable[[types.InputResponses | None, str | None, Any, Any], Awaitable[Any]],
+    ) -> Any:
+        passthrough = call is not None and call.modern_host and self.modern
+        responses = call.input_responses if passthrough and call is not None else None
+        state = call.request_state if passthrough and call is not None else None
+        with self._translate_errors(what, passthrough_server_errors=True):
+            first = await send(responses, state, meta, None)
+            if isinstance(first, types.InputRequiredResult) and not passthrough:
+                # A handshake-era host (or none): run the rounds here, the host answering each request.
+                first = await run_input_required_driver(
+                    first,
+                    dispatch=self._dispatch_input_request,
+                    retry=lambda r, s: send(r, s, meta, None),
+                    max_rounds=DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+                )
+        return first if isinstance(first, dict) else strip_server_stamp(first)
+
+    def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
+        """See each notification in wire order, before the SDK spawns its handlers (runs in the reader task).
+
+        Progress carrying one of our tokens, and log messages that belong to one
+        host call, go into that call's ``CallNotices``; everything else is left
+        to the SDK's callbacks.
+        """
+        params = message.params or {}
+        if message.method == "notifications/progress":
+            token = params.get("progressToken")
+            notices = self._progress_routes.get(token) if isinstance(token, str) else None
+            if notices is not None:
+                notices.put(types.ProgressNotificationParams.model_validate(params))
+            return
+        if message.method != "notifications/message" or self._host is None:
+            return
+        name = self._settings.name
+        call = context.run(current_call.get) if context is not None else None
+        if call is None or call.server != name:
+            call = self._host.attribute(name)
+        if call is None or call.notices is None or not (self.modern or call.modern_host):
+            return  # a handshake-era server's messages are connection-wide: the Relay broadcasts them
+        try:
+            log = types.LoggingMessageNotificationParams.model_validate(params)
+        except ValidationError:
+            return
+        if call.wants_log(log.level):
+            call.notices.put(named_for(name, log))
+
+    async def _dispatch_input_request(
+        self, key: str, request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData:
+        if self._host is None:
+            return no_host_error(request.method)
+        return await self._host.ask_host(self._settings.name, request)
+
+    # -- standing state: log level, resource subscriptions -------------------------------
+
+    async def set_log_level(self, level: types.LoggingLevel | None) -> None:
+        """Ask a handshake-era server with logging for ``level`` (2026-era levels travel per request)."""
+        if level is None or level == self._log_level or self.modern:
+            return
+        if self._client.server_capabilities.logging is None:
+            return
+        with self._translate_errors("logging/setLevel"):
+            await self._client.session.send_request(
+                types.SetLevelRequest(params=types.SetLevelRequestParams(level=level)), types.EmptyResult
+            )
+        self._log_level = level
+
+    async def roots_changed(self) -> None:
+        """Tell a handshake-era server the host's roots changed (2026 has none; the SDK's helper warns so)."""
+        if not self.modern:
+            with self._translate_errors("notifications/roots/list_changed"):
+                await self._client.session.send_notification(types.RootsListChangedNotification())
+
+    async def set_subscriptions(self, uris: frozenset[str]) -> None:
+        """Make the server's resource subscriptions ``uris``; return once the server has them.
+
+        Handshake era: subscribe the new URIs, unsubscribe the old. 2026 era: the
+        listen stream is re-opened with the new set (``_serve_listen``).
+        """
+        async with self._subscribing:
+            if self.modern:
+                self.listen_filter.update(uris)
+                if self.change_notices:
+                    await self.listen_filter.wait_applied(uris)
+                return
+            await self._set_legacy_subscriptions(uris)
+
+    async def _set_legacy_subscriptions(self, uris: frozenset[str]) -> None:
+        capabilities = self._client.server_capabilities.resources
+        if capabilities is None or not capabilities.subscribe:
+            return
+        session = self._client.session
+        for uri in sorted(uris - self._subscribed):
+            with self._translate_errors(f"resources/subscribe {uri}"):
+                await session.send_request(
+                    types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+                )
+            self._subscribed |= {uri}
+        for uri in sorted(self._subscribed - uris):
+            with self._translate_errors(f"resources/unsubscribe {uri}"):
+                await session.send_request(
+                    types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)), types.EmptyResult
+                )
+            self._subscribed -= {uri}
+
+    def _translate_errors(self, what: str, *, passthrough_server_errors: bool = False) -> ErrorTranslator:
+        return ErrorTranslator(self._settings.name, what, self.health, passthrough_server_errors)
+
+
+def _open_transport(
+    settings: ServerSettings, health: TransportHealth, splice: UpstreamSplice | None, early: EarlyServers | None
+) -> AbstractAsyncContextManager[TransportStreams]:
+    if settings.transport == "stdio":
+        return open_stdio_transport(settings, health, splice=splice, early=early)
+    return open_http_transport(settings, health)
+
+
+OnListChanged = Callable[[Kind], None]
+
+
+@asynccontextmanager
+async def open_upstream(
+    settings: ServerSettings,
+    *,
+    on_list_changed: OnListChanged,
+    cache: CacheConfig | None = None,
+    host: HostSide | None = None,
+    early: EarlyServers | None = None,
+) -> AsyncIterator[Upstream]:
+    """Connect one generation of ``settings`` and keep its notices flowing.
+
+    ``early``: where a stdio server's process started before the SDK import waits (``stdio_spawn``).
+
+    Raises:
+        UpstreamUnavailable: The server could not be started or reached, or hung up during the handshake.
+        UpstreamProtocolError: The handshake failed.
+    """
+    name = settings.name
+    health = TransportHealth(secrets=tuple(settings.secret_values()))
+    client_ref: list[Client] = []
+
+    async def on_message(message: IncomingMessage) -> None:
+        # A 2026-era server's change notices also arrive on the listen stream; they are taken from there only.
+        modern = bool(client_ref) and client_ref[0].protocol_version in MODERN_PROTOCOL_VERSIONS
+        match message:
+            case types.ToolListChangedNotification() if not modern:
+                on_list_changed("tools")
+            case types.PromptListChangedNotification() if not modern:
+                on_list_changed("prompts")
+            case types.ResourceListChangedNotification() if not modern:
+                on_list_changed("resources")
+            case types.ResourceUpdatedNotification(params=params) if not modern and host is not None:
+                await host.deliver_resource_updated(name, str(params.uri))
+            case types.LoggingMessageNotification(params=params) if host is not None and not modern:
+                # Connection-wide (handshake era); request-scoped messages went through the tap.
+                await host.deliver_log(name, named_for(name, params))
+            case types.ElicitCompleteNotification(params=params) if host is not None:
+                await host.deliver_elicitation_complete(name, params.elicitation_id)
+            case Exception():
+                logger.debug("server=%s transport reported %r", name, message)
+            case _:
+                pass
+        await trio.lowlevel.checkpoint()
+
+    async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        if host is None:
+            return no_host_error(request.method)
+        return await host.ask_host(name, request)
+
+    async def on_sampling(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        answer = await ask(types.CreateMessageRequest(params=params))
+        assert isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData)
+        return answer
+
+    async def on_elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer = await ask(types.ElicitRequest(params=params))
+        assert isinstance(answer, types.ElicitResult | types.ErrorData)
+        return answer
+
+    async def on_list_roots(context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        answer = await ask(types.ListRootsRequest())
+        assert isinstance(answer, types.ListRootsResult | types.ErrorData)
+        return answer
+
+    def tap(message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
+        if upstream_ref:
+            upstream_ref[0].tap(message, context)
+
+    upstream_ref: list[Upstream] = []
+    splice = UpstreamSplice(name, settings.tool_timeout_sec) if settings.transport == "stdio" else None
+    client = Client(
+        tapped(_open_transport(settings, health, splice, early), tap, settings.max_tools),
+        mode=settings.protocol,
+        message_handler=on_message,
+        client_info=CLIENT_INFO,
+        cache=cache,
+        sampling_callback=on_sampling,
+        sampling_capabilities=types.SamplingCapability(tools=types.SamplingToolsCapability()),
+        elicitation_callback=on_elicitation,
+        list_roots_callback=on_list_roots,
+    )
+    client_ref.append(client)
+    # The client is entered through an exit stack, so that on the way out it sees
+    # the exception leaving the generation: the HTTP transport runs a task group
+    # in this task, and a failed request cancels it; only the client's own exit,
+    # given that Cancelled, can absorb it (and report the failure instead).
+    stack = AsyncExitStack()
+    try:
+        await stack.enter_async_context(client)
+    except Exception as exc:
+        raise connect_error(name, health, exc) from exc
+    upstream = Upstream(settings, client, health, host)
+    upstream_ref.append(upstream)
+    if splice is not None and upstream.modern:
+        splice.set_envelope(request_envelope(client.session, "tools/call"))
+        upstream.splice = splice
+    body_failed = False
+    try:
+        async with stack, trio.open_nursery() as nursery:
+            if upstream.modern:
+                upstream.change_notices = await nursery.start(
+                    serve_listen,
+                    client,
+                    upstream.listen_filter,
+                    ListenTarget(name, upstream.health, on_list_changed, host),
+                )
+            try:
+                yield upstream
+            except BaseException:
+                body_failed = True
+                raise
+            nursery.cancel_scope.cancel()
+    except BaseException as raised:
+        teardown, rest = split_teardown_errors(raised)
+        if teardown is None:
+            raise
+        logger.debug("server=%s client teardown raised %r", name, teardown)
+        health.mark_lost(f"transport failed: {first_leaf(teardown)!r}")
+        if rest is not None:
+            raise rest from None  # e.g. the Cancelled of a shutdown: let it reach its scope
+        if body_failed:
+            # The transport's failure interrupted the generation: report it as such.
+            raise UpstreamUnavailable(name, f"server {name!r}: transport failed: {first_leaf(teardown)}") from teardown
