@@ -21,7 +21,8 @@ import time
 import trio
 
 from supervisor.config.models import ServerSettings
-from supervisor.upstream.stdio import TransportHealth, open_stdio_transport
+from supervisor.upstream.health import TransportHealth
+from supervisor.upstream.stdio import open_stdio_transport
 from tests.e2e import line_transport
 
 NOTICE = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"done"}}\n'

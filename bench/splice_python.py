@@ -24,8 +24,9 @@ import anyio
 import trio
 import trio.testing
 
-from supervisor.host.splice import HostSplice, UpstreamSplice
+from supervisor.host.splice import HostSplice
 from supervisor.ops.metrics import _CallCollector
+from supervisor.upstream.splice import UpstreamSplice
 
 REQUEST = (
     b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mcp__fx__echo","arguments":{"text":"x"},'

@@ -26,14 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from supervisor._version import __version__
-from supervisor.errors import ConfigError, SupervisorError
+from supervisor.errors import EXIT_CONFIG, EXIT_OK, EXIT_RUNTIME, ConfigError, SupervisorError
 
 if TYPE_CHECKING:
     from supervisor.config.models import Settings
 
-EXIT_OK: Final = 0
-EXIT_RUNTIME: Final = 1
-EXIT_CONFIG: Final = 2
 TOKEN_ENV_VAR: Final = "MCP_SUPERVISOR_TOKEN"
 DEFAULT_ADMIN_URL: Final = "http://127.0.0.1:8932"
 STATUS_TIMEOUT_SEC: Final = 5.0

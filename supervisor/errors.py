@@ -12,9 +12,20 @@ where they enter, with ``raise ... from exc``::
     │   └── UpstreamProtocolError   the server answered with something unusable
     ├── RegistryConflict            a public tool name is already owned by someone else
     └── CatalogStoreUnavailable     the fleet catalog store (Redis) is down, slow or refused us
+
+The CLI's exit codes (DESIGN §3.1) live here too, beside the errors they stand
+for, so every command module can return them without importing the CLI.
 """
 
 from __future__ import annotations
+
+from typing import Final
+
+EXIT_OK: Final = 0
+EXIT_RUNTIME: Final = 1
+"""A runtime failure: a server, the network, the sidecar itself."""
+EXIT_CONFIG: Final = 2
+"""Bad configuration or usage (a ``ConfigError``, a bad argument)."""
 
 
 class SupervisorError(Exception):

@@ -19,8 +19,8 @@ from typing import Any
 import trio
 from mcp import MCPError
 
-from supervisor.cli import EXIT_OK, EXIT_RUNTIME
 from supervisor.config.models import Settings
+from supervisor.errors import EXIT_OK, EXIT_RUNTIME
 from supervisor.ops.progress import Progress
 from supervisor.root import Supervisor
 from supervisor.upstream.spawn import EarlyServers

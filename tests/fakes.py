@@ -27,8 +27,8 @@ from supervisor.calls.attribution import HostCall
 from supervisor.catalog.registry import Definition, Kind
 from supervisor.config.models import ServerSettings
 from supervisor.errors import UpstreamUnavailable
+from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.session import Identity
-from supervisor.upstream.stdio import TransportHealth
 
 ConnectOutcome = Literal["ok", "fail", "hang"]
 

@@ -23,8 +23,9 @@ from mcp.client.client import ConnectMode
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp_types import SERVER_INFO_META_KEY
 
+from supervisor.calls.results import wire_result_shaped
 from supervisor.config.loader import load_settings
-from supervisor.host.fast_path import restamp, wire_result_shaped
+from supervisor.host.fast_path import restamp
 from supervisor.host.front import Front
 from supervisor.host.relay import Relay
 from supervisor.ops.metrics import PREFIX

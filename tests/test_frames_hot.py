@@ -20,7 +20,9 @@ import pytest
 import trio
 import trio.testing
 
-from supervisor.host.splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.calls.splice import SplicedCall
+from supervisor.host.splice import HostSplice
+from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import load_small
 from supervisor.wire.frames import LineBuffer, _receiver_waiting
 

@@ -29,7 +29,9 @@ import trio
 import trio.testing
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from supervisor.host.splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.calls.splice import SplicedCall
+from supervisor.host.splice import HostSplice
+from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import load
 from supervisor.wire.frames import CUT_FROM_COPY_BYTES, DirectWrite, LineBuffer
 from tests.e2e import scaled

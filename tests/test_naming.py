@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from supervisor.catalog.naming import MAX_NAME_LEN, public_tool_name, server_name_problem
+from supervisor.catalog.naming import MAX_NAME_LEN, public_tool_name
+from supervisor.config.values import server_name_problem
 
 _HASHED = re.compile(r"^mcp__srv__[A-Za-z0-9_-]*_[0-9a-f]{8}$")
 

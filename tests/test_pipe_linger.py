@@ -23,9 +23,12 @@ import trio
 import trio.testing
 from mcp.shared.message import SessionMessage
 
+from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.config.models import ServerSettings
-from supervisor.host.splice import LINGER_FROM_CALLS, LINGER_SEC, HostSplice, SplicedCall, UpstreamSplice
-from supervisor.upstream.stdio import TransportHealth, open_stdio_transport
+from supervisor.host.splice import HostSplice
+from supervisor.upstream.health import TransportHealth
+from supervisor.upstream.splice import UpstreamSplice
+from supervisor.upstream.stdio import open_stdio_transport
 from supervisor.wire.frames import PipeReader
 from supervisor.wire.stdio import _pump_wire_to_stream
 from tests.e2e import MARK_ENV, scaled

@@ -16,7 +16,8 @@ import anyio
 import pydantic_core
 import pytest
 
-from supervisor.host.splice import SplicedCall, UpstreamSplice
+from supervisor.calls.splice import SplicedCall
+from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import frame, to_json
 
 

@@ -16,7 +16,8 @@ import trio
 from mcp.shared.message import SessionMessage
 
 from supervisor.config.models import ServerSettings
-from supervisor.upstream.stdio import TransportHealth, open_stdio_transport, screen_oversized_listing
+from supervisor.upstream.health import TransportHealth
+from supervisor.upstream.stdio import open_stdio_transport, screen_oversized_listing
 from tests.e2e import MARK_ENV
 
 BOUND_SEC = 15.0

@@ -6,7 +6,7 @@ import pytest
 
 from supervisor.config.values import header_problem, redact_url, url_query_values
 from supervisor.upstream.errors import connect_error
-from supervisor.upstream.stdio import TransportHealth
+from supervisor.upstream.health import TransportHealth
 
 
 @pytest.mark.parametrize(

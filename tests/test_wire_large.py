@@ -19,8 +19,9 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp_types import SERVER_INFO_META_KEY
 
+from supervisor.calls.splice import SplicedCall
 from supervisor.host.fast_path import restamp
-from supervisor.host.splice import SplicedCall, UpstreamSplice
+from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import BIG_LINE_BYTES, load
 from supervisor.wire.json_spans import OpaqueObject
 

@@ -25,7 +25,8 @@ import trio
 from mcp import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
-from supervisor.host.splice import ID_PREFIX, plain_call
+from supervisor.calls.splice import ID_PREFIX
+from supervisor.host.splice import plain_call
 from supervisor.wire.codec import frame
 from supervisor.wire.frames import LineBuffer
 from tests.e2e import (

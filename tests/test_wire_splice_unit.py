@@ -9,7 +9,9 @@ from typing import Any, cast
 import anyio
 import trio
 
-from supervisor.host.splice import HostSplice, SplicedCall, UpstreamSplice
+from supervisor.calls.splice import SplicedCall
+from supervisor.host.splice import HostSplice
+from supervisor.upstream.splice import UpstreamSplice
 from tests.fakes import SpliceFront, SpliceTracker
 
 

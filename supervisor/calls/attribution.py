@@ -38,16 +38,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import mcp_types as types
 import trio
 from mcp.server import ServerRequestContext
 from mcp_types import LOG_LEVEL_META_KEY, LoggingLevel
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-if TYPE_CHECKING:
-    from supervisor.host.exchanges import Exchange
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +69,12 @@ def level_admits(wanted: LoggingLevel | None, level: LoggingLevel) -> bool:
     return wanted is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(wanted)
 
 
+class InputRounds(Protocol):
+    """Turns an upstream's server→client request into a 2026-era host's input round (``host.exchanges.Exchange``)."""
+
+    async def ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData: ...
+
+
 @dataclass(eq=False)
 class HostCall:
     """One host request being served by an upstream.
@@ -88,7 +91,7 @@ class HostCall:
     ctx: ServerRequestContext[Any]
     server: str
     connection_log_level: LoggingLevel | None = None
-    exchange: Exchange | None = None
+    exchange: InputRounds | None = None
     notices: CallNotices | None = field(default=None, repr=False)
 
     @property

@@ -14,18 +14,6 @@ PREFIX: Final = "mcp__"
 MAX_NAME_LEN: Final = 64
 _HASH_LEN: Final = 8
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
-
-
-def server_name_problem(name: str) -> str | None:
-    """Say why ``name`` cannot name a server, or return None when it can."""
-    if not SERVER_NAME.fullmatch(name):
-        return "use 1 to 32 characters from A-Z, a-z, 0-9, '_' and '-'"
-    if "__" in name:
-        return "it must not contain '__' (that separates the server from the tool in public names)"
-    if name.endswith("_"):
-        return "it must not end with '_' (the public name would be ambiguous)"
-    return None
 
 
 def public_tool_name(server: str, raw_tool: str) -> str:

@@ -20,8 +20,7 @@ import json
 import re
 from typing import Any, Final
 
-from supervisor.catalog.naming import server_name_problem
-from supervisor.config.values import clip, env_name_problem, exec_problem, url_problem
+from supervisor.config.values import clip, env_name_problem, exec_problem, server_name_problem, url_problem
 from supervisor.errors import ConfigError
 
 _HTTP_TYPES: Final = frozenset({"http", "sse", "streamable-http", "streamableHttp", "streamable_http"})

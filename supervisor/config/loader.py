@@ -33,10 +33,9 @@ from typing import Any, Final
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from supervisor.catalog.naming import server_name_problem
 from supervisor.config.interpolate import InterpolationError, expand
 from supervisor.config.models import CONFIG_ENV_VAR, ENV_PREFIX, DefaultsSection, ServerSettings, Settings
-from supervisor.config.values import CLIP_CHARS, clip
+from supervisor.config.values import CLIP_CHARS, clip, server_name_problem
 from supervisor.errors import ConfigError
 
 # Keys whose string values get ${VAR} expansion: (key, how its value nests).

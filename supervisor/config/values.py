@@ -14,6 +14,19 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 MASK = "***"
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """An HTTP field name is an RFC 9110 token."""
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+"""DESIGN §3.2: what a server table may be called (so that the first ``__`` after ``mcp__`` ends it)."""
+
+
+def server_name_problem(name: str) -> str | None:
+    """Say why ``name`` cannot name a server, or return None when it can."""
+    if not SERVER_NAME.fullmatch(name):
+        return "use 1 to 32 characters from A-Z, a-z, 0-9, '_' and '-'"
+    if "__" in name:
+        return "it must not contain '__' (that separates the server from the tool in public names)"
+    if name.endswith("_"):
+        return "it must not end with '_' (the public name would be ambiguous)"
+    return None
 
 
 def url_problem(url: str) -> str | None:

@@ -63,6 +63,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor._version import __version__
 from supervisor.calls.attribution import HostCall
+from supervisor.calls.results import CallOutcome
 from supervisor.catalog.naming import PREFIX
 from supervisor.catalog.registry import Kind, RegisteredTool
 from supervisor.catalog.wire_form import ToolsListWireCache
@@ -73,7 +74,6 @@ from supervisor.host.fast_path import FastToolCalls, restamp
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
 from supervisor.ops.logs import RateLimitedLog
-from supervisor.ops.metrics import CallOutcome
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
 

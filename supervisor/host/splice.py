@@ -50,38 +50,32 @@ deadline task lives in the upstream transport's nursery.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import trio
-from mcp import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from supervisor.host.fast_path import PLAIN_PARAMS, restamp, wire_result_shaped
+from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
+from supervisor.host.fast_path import PLAIN_PARAMS, restamp
 from supervisor.wire import large as wire_large
-from supervisor.wire.codec import Spans, frame, load, to_json
+from supervisor.wire.codec import frame, load
 from supervisor.wire.frames import DirectWrite
-from supervisor.wire.large import encode_ascii
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
 
-    from supervisor.catalog.registry import RegisteredTool
+    from supervisor.calls.results import CallOutcome
     from supervisor.host.front import Front
-    from supervisor.ops.metrics import CallOutcome
-    from supervisor.server_actor import ServerActor
 
 logger = logging.getLogger(__name__)
 
-ID_PREFIX: Final = "mcp-supervisor/splice/"
-_ID_MARK: Final = ID_PREFIX.encode()
 _ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """The 2026 per-request envelope: ours replaces the host's, as on the general path. Any other key: general path."""
 _ANSWER_WRITE_GRACE_SEC: Final = 5.0
@@ -91,33 +85,6 @@ _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 _ABSENT: Final = object()
 """A request without ``params``."""
 
-LINGER_FROM_CALLS: Final = 8
-"""Spliced calls in flight (per host, resp. per upstream) from which that side's pump lingers before it reads."""
-LINGER_SEC: Final = 1.5e-3
-"""How long a pump under load waits before it reads (``PipeReader.receive``), so one wake-up takes several lines.
-
-With many calls in flight on two busy cores, the host writes one request at a
-time and an SDK server one answer at a time, and a pump that reads the moment
-its pipe turns readable pays a wake-up (about a third of the splice's CPU per
-call) for nearly every line. Waiting first cut reads per call at c32 from about
-1.3 to about 0.6 and the sidecar's CPU per call by about a quarter (the host's
-and the server's too: they get answers, resp. requests, in bigger batches).
-Below ``LINGER_FROM_CALLS`` calls in flight nothing waits, so c1 latency is
-untouched. At or above it a line waits about ``LINGER_SEC`` per pump it crosses,
-rounded up to whole milliseconds: trio's run loop sleeps in ``epoll_wait``,
-whose timeout is whole milliseconds, so a sidecar with nothing else to do wakes
-after 2 ms here; a busy one, at the first pass of its run loop after the
-deadline. With the host keeping that many calls in flight, fewer wake-ups mean
-more calls per second and so, by Little's law, less time per call.
-
-Measured back to back at c32 (issue 11, round 4; ``python -m bench p2``'s c32
-rounds, direct and sidecar alternating): 0.3 ms (1 ms in effect) gave 72-128 us
-of sidecar CPU per call and ratios from 0.70 to 0.91 over seven runs; 1.5 ms gave
-55-72 us and 0.75-0.89 over five; 3 ms 50-61 us (two runs). c8 and c12 were no
-worse (0.62 / 0.62 against 0.58 / 0.61). A ``timerfd`` waking at exactly 0.3 ms
-was worse than both (140-152 us, ratio 0.64-0.67): it is the batching that pays.
-"""
-
 
 class Tracker(Protocol):
     """The stdio link's unanswered-request set."""
@@ -125,22 +92,6 @@ class Tracker(Protocol):
     def track(self, request_id: str | int) -> None: ...
 
     def settle(self, request_id: str | int) -> None: ...
-
-
-@dataclass(eq=False, slots=True)
-class SplicedCall:
-    """One host ``tools/call`` in flight on the splice."""
-
-    host_id: str | int
-    upstream_id: str
-    tool: RegisteredTool
-    actor: ServerActor
-    started: float
-    deadline: float
-    host: HostSplice
-    done: bool = False
-    upstream: UpstreamSplice | None = None
-    """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
 
 
 def plain_call(params: Any) -> tuple[str, dict[str, Any] | None] | None:
@@ -156,214 +107,6 @@ def plain_call(params: Any) -> tuple[str, dict[str, Any] | None] | None:
     if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
         return None
     return name, arguments
-
-
-class UpstreamSplice:
-    """One stdio upstream generation's end of the splice: request lines out, their answers in.
-
-    Args:
-        server: The server's name (for error texts).
-        timeout_sec: ``tool_timeout_sec`` of the server.
-    """
-
-    def __init__(self, server: str, timeout_sec: float) -> None:
-        self.server = server
-        self.timeout_sec = timeout_sec
-        self._stdin: MemoryObjectSendStream[Any] | None = None
-        self._envelope: dict[str, Any] | None = None
-        self._envelope_tail = b""
-        """``,"_meta":<envelope>}}`` and the line's end: the part of every small request line that never changes."""
-        self._pending: dict[str, SplicedCall] = {}
-        self._order: deque[SplicedCall] = deque()
-        self._wake = trio.Event()
-        self._ids = itertools.count(1)
-        self._lost = False
-        self.direct = DirectWrite()
-
-    def attach(self, stdin: MemoryObjectSendStream[Any], fd: int | None) -> None:
-        """The transport's (buffered) stdin queue, which also takes pre-encoded lines, and the pipe it drains into."""
-        self._stdin = stdin
-        if fd is not None:
-            self.direct.bind(fd, stdin)
-
-    def set_envelope(self, envelope: dict[str, Any]) -> None:
-        """Our client's 2026 ``_meta`` envelope for this generation (what the SDK's stamp puts on requests)."""
-        self._envelope = envelope
-        self._envelope_tail = b',"_meta":' + encode_ascii(envelope).encode() + b"}}\n"
-
-    @property
-    def ready(self) -> bool:
-        return self._stdin is not None and self._envelope is not None and not self._lost
-
-    def submit(
-        self,
-        call: SplicedCall,
-        raw_name: str,
-        arguments: dict[str, Any] | None,
-        arguments_text: memoryview | None = None,
-    ) -> bool:
-        """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
-
-        ``arguments_text``: the host's own bytes of ``arguments`` (a large request), copied as they are.
-        """
-        if self._stdin is None or self._envelope is None or self._lost:
-            return False
-        if arguments_text is not None:  # large: its own path (_submit_large)
-            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, self._envelope)
-            return self._submit_large(call, pieces)
-        else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
-            line = b"".join((
-                b'{"jsonrpc":"2.0","id":"', call.upstream_id.encode(), b'","method":"tools/call","params":{"name":',
-                to_json(raw_name),
-                b"" if arguments is None else b',"arguments":' + to_json(arguments),
-                self._envelope_tail,
-            ))  # fmt: skip
-        if self.direct.try_write(line):
-            call.host.batched(self.direct)
-        else:
-            try:
-                self._stdin.send_nowait(line)
-            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return False
-        self._sent(call)
-        return True
-
-    def _submit_large(self, call: SplicedCall, pieces: wire_large.Pieces) -> bool:
-        """``submit`` of a large request: written at once, without a join, while the stdin writer is idle."""
-        assert self._stdin is not None
-        if not self.direct.write_pieces(pieces):
-            try:
-                self._stdin.send_nowait(wire_large.join(pieces))
-            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return False
-        self._sent(call)
-        return True
-
-    def _sent(self, call: SplicedCall) -> None:
-        """``call``'s request is on its way: await its answer, and its deadline."""
-        self._pending[call.upstream_id] = call
-        self._order.append(call)
-        self._wake.set()
-
-    def linger_sec(self) -> float:
-        """How long the upstream's stdout pump waits before its next read (``LINGER_SEC`` under load, else 0)."""
-        return LINGER_SEC if len(self._pending) >= LINGER_FROM_CALLS else 0.0
-
-    def new_id(self) -> str:
-        return f"{ID_PREFIX}{next(self._ids)}"
-
-    @property
-    def expecting(self) -> bool:
-        return bool(self._pending)
-
-    def claim(self, line: bytes) -> tuple[SplicedCall, dict[str, Any], Spans | None] | None:
-        """The spliced call ``line`` answers, the answer, and (large line) its result's spans; None if not ours."""
-        if _ID_MARK not in line:
-            return None
-        try:
-            message, spans = load(line, "result")
-        except ValueError:
-            return None
-        if not isinstance(message, dict) or "method" in message:
-            return None
-        request_id = message.get("id")
-        call = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
-        if call is None:
-            return None
-        call.done = True
-        self._drop_settled()
-        return call, message, spans
-
-    def _drop_settled(self) -> None:
-        """Forget the settled calls at the head of the deadline queue.
-
-        Answers mostly come in order, so this keeps the queue as long as the
-        calls in flight; otherwise it would hold every call made within one
-        ``tool_timeout_sec`` (90,000 at 1,500 calls/s and 60 s) until the deadline
-        task wakes for the oldest. That task re-reads the head after each wait.
-        """
-        order = self._order
-        while order and order[0].done:
-            order.popleft()
-
-    def abandon(self, call: SplicedCall, reason: str) -> None:
-        """Stop waiting for ``call`` and tell the upstream (a courtesy cancel; dropped if it cannot be queued)."""
-        call.done = True
-        if self._pending.pop(call.upstream_id, None) is None or self._stdin is None:
-            return
-        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
-        line = frame({**notice, "params": {"requestId": call.upstream_id, "reason": reason}})
-        try:
-            self._stdin.send_nowait(line)
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            logger.debug("server=%s courtesy cancel for %s dropped", self.server, call.upstream_id)
-
-    async def serve_deadlines(self) -> None:
-        """Time out spliced calls past ``tool_timeout_sec``, oldest first, until cancelled."""
-        while True:
-            while not self._order:
-                await self._wake.wait()
-                self._wake = trio.Event()
-            call = self._order[0]
-            if call.done:
-                self._order.popleft()
-                continue
-            if trio.current_time() < call.deadline:
-                await trio.sleep_until(call.deadline)
-                continue
-            self._order.popleft()
-            self.abandon(call, "tool_timeout_sec elapsed")
-            text = (
-                f"server {self.server!r}: tool {call.tool.raw_name!r} did not answer within "
-                f"{self.timeout_sec:g}s (tool_timeout_sec); the request was abandoned"
-            )
-            await call.host.fail(call, "timeout", "UpstreamTimeout", text)
-
-    async def fail_all(self, reason: str) -> None:
-        """The transport is gone: answer every spliced call as the general path would, then refuse new ones."""
-        self._lost = True
-        self.direct.unbind()
-        calls = list(self._pending.values())
-        self._pending.clear()
-        self._order.clear()
-        cancelled: trio.Cancelled | None = None
-        for call in calls:
-            call.done = True
-            text = f"server {self.server!r}: connection lost during tools/call {call.tool.raw_name}"
-            try:
-                await call.host.fail(call, "unavailable", "UpstreamUnavailable", text)
-            except trio.Cancelled as exc:
-                # The calls left the tables above: nobody else will answer them. Once cancelled, each
-                # answer is still written (shielded, bounded: ``HostSplice.answer_line``); then re-raise.
-                cancelled = exc
-        if calls:
-            logger.debug("server=%s %d spliced call(s) failed: %s", self.server, len(calls), reason)
-        if cancelled is not None:
-            raise cancelled
-
-    async def deliver(self, call: SplicedCall, message: dict[str, Any], spans: Spans | None = None) -> None:
-        """Answer the host with the upstream's answer ``message`` to ``call``."""
-        error = message.get("error")
-        if isinstance(error, dict):
-            code, text = error.get("code"), error.get("message")
-            if isinstance(code, int) and isinstance(text, str):
-                call.actor.heal_unknown_tool(call.tool.raw_name, MCPError(code, text, error.get("data")))
-                await call.host.answer(call, "rpc_error", {"jsonrpc": "2.0", "id": call.host_id, "error": error})
-                return
-        result = message.get("result")
-        if not isinstance(result, dict) or not wire_result_shaped(result):
-            text = f"server {self.server!r}: tools/call {call.tool.raw_name} returned an invalid result"
-            await call.host.fail(call, "unavailable", "UpstreamProtocolError", text)
-            return
-        outcome: CallOutcome = "tool_error" if result.get("isError") is True else "ok"
-        restamped = call.host.restamp(result)
-        if spans is None:
-            await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
-            return
-        edited = {key: restamped[key] for key in ("_meta", "resultType")}
-        pieces = wire_large.answer_pieces(call.host_id, spans.text, spans.inner, edited)
-        if not call.host.answer_now(call, outcome, pieces):
-            await call.host.answer_line(call, outcome, wire_large.join(pieces))
 
 
 @dataclass(eq=False)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Final
+from collections.abc import Sized
+from typing import Any, Final, Protocol
 
 import trio
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -30,20 +31,38 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from supervisor._version import __version__
+from supervisor.catalog.cache import CatalogCache
 from supervisor.config.models import SupervisorSection
 from supervisor.ops.http import HttpGuard, allowed_names, serve_asgi
-from supervisor.ops.metrics import CONTENT_TYPE
-from supervisor.root import Supervisor
+from supervisor.ops.metrics import CONTENT_TYPE, Metrics
+from supervisor.ops.status import ServerStatus
 
 logger = logging.getLogger(__name__)
 
 PATHS: Final = frozenset({"/healthz", "/readyz", "/status", "/metrics"})
 
 
+class Observed(Protocol):
+    """What the endpoint reads of the sidecar (``root.Supervisor``): plain data, read without awaiting."""
+
+    @property
+    def registry(self) -> Sized: ...
+
+    @property
+    def cache(self) -> CatalogCache: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    def pending_first_attempts(self) -> list[str]: ...
+
+    def statuses(self) -> list[ServerStatus]: ...
+
+
 class AdminEndpoint:
     """The admin HTTP server of one Supervisor."""
 
-    def __init__(self, supervisor: Supervisor, settings: SupervisorSection) -> None:
+    def __init__(self, supervisor: Observed, settings: SupervisorSection) -> None:
         self._supervisor = supervisor
         self._settings = settings.admin
         if settings.admin_token is None:
@@ -87,7 +106,7 @@ class AdminEndpoint:
                 return Response(self._supervisor.metrics.render(), media_type=CONTENT_TYPE)
 
 
-def status_document(supervisor: Supervisor) -> dict[str, Any]:
+def status_document(supervisor: Observed) -> dict[str, Any]:
     """What ``/status`` serves: the sidecar, then one object per configured server, in config order."""
     now = trio.current_time()
     pending = set(supervisor.pending_first_attempts())

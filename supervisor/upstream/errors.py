@@ -17,7 +17,7 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import ValidationError
 
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
-from supervisor.upstream.stdio import TransportHealth
+from supervisor.upstream.health import TransportHealth
 
 
 class ErrorTranslator:

@@ -37,7 +37,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, R
 
 from supervisor.calls.attribution import HostSide
 from supervisor.catalog.registry import Kind
-from supervisor.upstream.stdio import TransportHealth
+from supervisor.upstream.health import TransportHealth
 
 logger = logging.getLogger(__name__)
 

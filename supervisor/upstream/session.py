@@ -57,6 +57,7 @@ from pydantic import ValidationError
 
 from supervisor._version import __version__
 from supervisor.calls.attribution import CallNotices, HostCall, HostSide, current_call, named_for, no_host_error
+from supervisor.calls.results import strip_server_stamp, wire_result_shaped
 from supervisor.catalog.registry import Definition, Kind
 from supervisor.compat.sdk import (
     DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
@@ -67,14 +68,14 @@ from supervisor.compat.sdk import (
 )
 from supervisor.config.models import ServerSettings
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
-from supervisor.host.fast_path import strip_server_stamp, wire_result_shaped
-from supervisor.host.splice import UpstreamSplice
 from supervisor.upstream.errors import ErrorTranslator, connect_error, split_teardown_errors
+from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.http import open_http_transport
 from supervisor.upstream.listen import ListenFilter, ListenTarget, serve_listen
 from supervisor.upstream.listing import list_all
 from supervisor.upstream.spawn import EarlyServers
-from supervisor.upstream.stdio import TransportHealth, open_stdio_transport
+from supervisor.upstream.splice import UpstreamSplice
+from supervisor.upstream.stdio import open_stdio_transport
 from supervisor.upstream.tap import tapped
 
 logger = logging.getLogger(__name__)

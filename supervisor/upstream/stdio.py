@@ -38,7 +38,6 @@ import math
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -48,15 +47,16 @@ from mcp.shared.message import SessionMessage
 
 from supervisor.compat.sdk import TransportStreams
 from supervisor.config.models import ServerSettings
-from supervisor.config.values import MASK
+from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.process_group import terminate_group
 from supervisor.upstream.spawn import spawn_stdio_server
 from supervisor.wire.frames import LineBuffer, PipeReader, encode_batch, widen_pipe
 from supervisor.wire.stdio import decode_message
 
 if TYPE_CHECKING:
-    from supervisor.host.splice import HostSplice, UpstreamSplice
+    from supervisor.calls.splice import SpliceHost
     from supervisor.upstream.spawn import EarlyServers
+    from supervisor.upstream.splice import UpstreamSplice
 
 logger = logging.getLogger(__name__)
 
@@ -68,28 +68,6 @@ _STDIN_QUEUE: Final = 64
 """Messages queued for the child's stdin: the SDK's and the wire splice's lines wait here to be batched."""
 _STDERR_LINES_PER_SEC: Final = 50
 _GARBAGE_WARNINGS_PER_SEC: Final = 5
-
-
-@dataclass
-class TransportHealth:
-    """How one generation's transport is doing, as seen by its ServerActor."""
-
-    lost: trio.Event = field(default_factory=trio.Event)
-    reason: str = ""
-    secrets: tuple[str, ...] = ()
-    """Configured values (header values, URL query values) no reason may show."""
-
-    def mark_lost(self, reason: str) -> None:
-        """Record the first reason the transport died and wake the watcher."""
-        if not self.lost.is_set():
-            self.reason = self.redact(reason)
-            self.lost.set()
-
-    def redact(self, text: str) -> str:
-        """``text`` with every configured secret replaced by ``***`` (an HTTP error names its URL)."""
-        for secret in self.secrets:
-            text = text.replace(secret, MASK)
-        return text
 
 
 class _RateLimiter:
@@ -183,7 +161,7 @@ async def open_stdio_transport(
         assert proc.stdout is not None
         garbage = _RateLimiter(_GARBAGE_WARNINGS_PER_SEC)
         lines = LineBuffer(max_line_bytes=_MAX_LINE_BYTES)
-        answered: list[HostSplice] = []
+        answered: list[SpliceHost] = []
         """Hosts the chunk's spliced answers went to: their batched lines are written in one go (``flush``)."""
 
         def flush() -> None:

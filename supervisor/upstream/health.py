@@ -1,0 +1,37 @@
+"""How one generation's transport is doing: lost or not, and why, with its secrets kept out of the reason.
+
+Every transport (stdio, streamable HTTP, SSE) and the listen stream mark the
+generation's ``TransportHealth`` lost; its ServerActor waits on ``lost``.
+Synchronous: ``mark_lost`` records the first reason only, so whoever notices
+first names the cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import trio
+
+from supervisor.config.values import MASK
+
+
+@dataclass
+class TransportHealth:
+    """How one generation's transport is doing, as seen by its ServerActor."""
+
+    lost: trio.Event = field(default_factory=trio.Event)
+    reason: str = ""
+    secrets: tuple[str, ...] = ()
+    """Configured values (header values, URL query values) no reason may show."""
+
+    def mark_lost(self, reason: str) -> None:
+        """Record the first reason the transport died and wake the watcher."""
+        if not self.lost.is_set():
+            self.reason = self.redact(reason)
+            self.lost.set()
+
+    def redact(self, text: str) -> str:
+        """``text`` with every configured secret replaced by ``***`` (an HTTP error names its URL)."""
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
