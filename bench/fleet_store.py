@@ -48,7 +48,8 @@ from bench.harness import (
     write_settings,
 )
 from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
-from supervisor.config.models import CatalogStoreSettings, ServerSettings
+from supervisor.config.models import CatalogStoreSettings
+from supervisor.config.servers import ServerSettings
 from tests.redis_server import RedisServer
 
 UPSTREAMS: Final = 5

@@ -20,7 +20,7 @@ import time
 
 import trio
 
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.stdio import open_stdio_transport
 from tests.e2e import line_transport

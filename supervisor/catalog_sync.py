@@ -37,7 +37,7 @@ from mcp.client.caching import CacheMode
 from supervisor.catalog.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
 from supervisor.catalog.mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason
 from supervisor.catalog.registry import ALL_KINDS, Definition, DuplicateName, Kind, OwnedListing, Registry
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamError
 from supervisor.ops.status import ServerStatus
 from supervisor.seams import ActorEvents, UpstreamSession

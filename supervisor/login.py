@@ -58,7 +58,8 @@ from supervisor.compat.oauth import (
     SupervisorOAuthProvider,
     missing_scopes,
 )
-from supervisor.config.models import ServerSettings, Settings
+from supervisor.config.models import Settings
+from supervisor.config.servers import ServerSettings
 from supervisor.errors import ConfigError, SupervisorError
 from supervisor.upstream.http import open_http_streams
 from supervisor.upstream.session import CLIENT_INFO

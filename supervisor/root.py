@@ -58,7 +58,8 @@ from mcp_types import LoggingLevel
 from supervisor.calls.attribution import HostSide
 from supervisor.catalog.cache import CatalogCache
 from supervisor.catalog.registry import Kind, RegisteredPrompt, RegisteredTool, Registry
-from supervisor.config.models import ServerSettings, Settings
+from supervisor.config.models import Settings
+from supervisor.config.servers import ServerSettings
 from supervisor.ops.metrics import Metrics
 from supervisor.ops.status import ServerStatus
 from supervisor.seams import Connector, UpstreamSession

@@ -46,7 +46,7 @@ from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
 from supervisor.catalog.mailbox import EVERY_KIND, Message, SyncOutcome, SyncReason, SyncRequest, Withdraw
 from supervisor.catalog.registry import Kind, Registry
 from supervisor.catalog_sync import CACHED_METHODS, CatalogSync
-from supervisor.config.models import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
+from supervisor.config.servers import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.errors import UpstreamError, UpstreamNeedsLogin, UpstreamTimeout, UpstreamUnavailable, first_leaf
 from supervisor.ops.status import ServerStatus
 from supervisor.seams import ActorEvents, Connector, UpstreamSession

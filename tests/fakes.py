@@ -25,7 +25,7 @@ from mcp.client.caching import CacheMode
 
 from supervisor.calls.attribution import HostCall
 from supervisor.catalog.registry import Definition, Kind
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamUnavailable
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.session import Identity

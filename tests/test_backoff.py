@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from supervisor.config.models import ReconnectSettings
+from supervisor.config.servers import ReconnectSettings
 from supervisor.upstream.backoff import Backoff
 
 

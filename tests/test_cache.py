@@ -20,7 +20,7 @@ from mcp.server import Server, ServerRequestContext
 
 from supervisor.catalog.cache import CatalogCache
 from supervisor.catalog.registry import Registry
-from supervisor.config.models import ReconnectSettings, ServerSettings
+from supervisor.config.servers import ReconnectSettings, ServerSettings
 from supervisor.server_actor import ServerActor
 from tests.fakes import FakeServer, tool
 

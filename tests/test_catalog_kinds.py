@@ -16,7 +16,7 @@ import trio.testing
 
 from supervisor.catalog.naming import public_tool_name
 from supervisor.catalog.registry import Registry
-from supervisor.config.models import ReconnectSettings, ServerSettings
+from supervisor.config.servers import ReconnectSettings, ServerSettings
 from supervisor.errors import UpstreamProtocolError
 from supervisor.server_actor import LIST_CHANGED_DEBOUNCE_SEC, ServerActor
 from tests.fakes import FakeServer, prompt, tool

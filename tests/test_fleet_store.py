@@ -26,7 +26,8 @@ from pydantic import SecretStr
 
 from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
 from supervisor.compat.coredis import CONNECTION_STREAMS
-from supervisor.config.models import CatalogStoreSettings, ServerSettings
+from supervisor.config.models import CatalogStoreSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.errors import CatalogStoreUnavailable
 from supervisor.fleet.scripts import target_id
 from supervisor.fleet.store import Capture, FleetStore

@@ -18,7 +18,8 @@ import trio.testing
 from mcp.server import ServerRequestContext
 
 from supervisor.catalog.registry import Registry
-from supervisor.config.models import ReconnectSettings, ServerSettings, Settings
+from supervisor.config.models import Settings
+from supervisor.config.servers import ReconnectSettings, ServerSettings
 from supervisor.host.front import CALL_FAILURE_LOG_WINDOW_SEC, Front
 from supervisor.host.relay import Relay
 from supervisor.ops.logs import PRUNE_ABOVE_KEYS, RateLimitedLog

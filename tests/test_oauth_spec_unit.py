@@ -39,7 +39,7 @@ from supervisor.compat.oauth import (
 )
 from supervisor.config.check import describe_settings
 from supervisor.config.loader import load_settings
-from supervisor.config.models import OAuthSettings, ServerSettings
+from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import ConfigError, UpstreamUnavailable
 from supervisor.login import LoginFailed, _count_step_up_login
 

@@ -29,7 +29,7 @@ from supervisor.catalog.registry import Kind, Registry
 from supervisor.compat.oauth import SupervisorOAuthProvider, refresh_margin_sec
 from supervisor.config.check import describe_settings
 from supervisor.config.loader import load_settings
-from supervisor.config.models import OAuthSettings, ReconnectSettings, ServerSettings
+from supervisor.config.servers import OAuthSettings, ReconnectSettings, ServerSettings
 from supervisor.errors import ConfigError, UpstreamNeedsLogin
 from supervisor.login import RedirectListener, open_redirect_listener
 from supervisor.ops.status import ServerStatus

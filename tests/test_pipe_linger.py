@@ -24,7 +24,7 @@ import trio.testing
 from mcp.shared.message import SessionMessage
 
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.host.splice import HostSplice
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.splice import UpstreamSplice

@@ -11,7 +11,7 @@ from mcp.client.caching import CacheMode
 from supervisor.catalog.mailbox import SyncOutcome, SyncRequest
 from supervisor.catalog.registry import Definition, Kind, OwnedListing, Registry
 from supervisor.catalog_sync import CatalogSync
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.seams import UpstreamSession
 from supervisor.upstream.session import Identity
 from tests.fakes import tool

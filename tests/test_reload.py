@@ -18,7 +18,8 @@ import trio
 import trio.testing
 
 from supervisor.catalog.registry import Kind
-from supervisor.config.models import ReconnectSettings, ServerSettings, Settings
+from supervisor.config.models import Settings
+from supervisor.config.servers import ReconnectSettings, ServerSettings
 from supervisor.errors import UpstreamUnavailable
 from supervisor.root import Supervisor
 from supervisor.seams import UpstreamSession

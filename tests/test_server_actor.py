@@ -22,7 +22,7 @@ import trio.testing
 
 from supervisor.catalog.naming import public_tool_name
 from supervisor.catalog.registry import Registry
-from supervisor.config.models import ReconnectSettings, ServerSettings
+from supervisor.config.servers import ReconnectSettings, ServerSettings
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable
 from supervisor.ops.status import ServerStatus
 from supervisor.server_actor import LIST_CHANGED_DEBOUNCE_SEC, LIST_CHANGED_MAX_WAIT_SEC, ServerActor

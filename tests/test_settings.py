@@ -8,7 +8,8 @@ import pytest
 
 from supervisor.config.check import describe_settings
 from supervisor.config.loader import default_config_path, load_settings
-from supervisor.config.models import ServerSettings, Settings
+from supervisor.config.models import Settings
+from supervisor.config.servers import ServerSettings
 from supervisor.errors import ConfigError
 
 FULL = """

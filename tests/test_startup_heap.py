@@ -12,7 +12,8 @@ import trio.testing
 
 from supervisor import serve as serve_module
 from supervisor.config.loader import load_settings
-from supervisor.config.models import ServerSettings, Settings
+from supervisor.config.models import Settings
+from supervisor.config.servers import ServerSettings
 from supervisor.host.front import Front
 from supervisor.host.relay import Relay
 from supervisor.ops.startup_heap import NO_FULL_COLLECTIONS, SETTLE_MARGIN_SEC, HeapSettler, defer_full_collections

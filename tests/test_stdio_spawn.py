@@ -25,7 +25,8 @@ import pytest
 import trio
 
 from supervisor import serve as serve_module
-from supervisor.config.models import ServerSettings, Settings, SupervisorSection
+from supervisor.config.models import Settings, SupervisorSection
+from supervisor.config.servers import ServerSettings
 from supervisor.upstream.process_group import group_alive, terminate_group
 from supervisor.upstream.spawn import EarlyServers, early_servers
 from tests.e2e import (

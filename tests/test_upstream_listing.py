@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from supervisor.catalog.cache import CatalogCache
 from supervisor.catalog.registry import OwnedListing
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.upstream.listing import (
     CachedToolsPage,
     SharedOnWrite,

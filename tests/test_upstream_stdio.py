@@ -15,7 +15,7 @@ import pytest
 import trio
 from mcp.shared.message import SessionMessage
 
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.stdio import open_stdio_transport, screen_oversized_listing
 from tests.e2e import MARK_ENV

@@ -71,7 +71,7 @@ from supervisor.compat.oauth import (
     StepUpAwareProvider,
     SupervisorOAuthProvider,
 )
-from supervisor.config.models import OAuthSettings, ServerSettings
+from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 
 logger = logging.getLogger(__name__)

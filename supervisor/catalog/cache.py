@@ -53,7 +53,8 @@ import trio
 from mcp.client.caching import CacheConfig, CacheEntry, CacheKey, CacheMode
 
 from supervisor.catalog.registry import Kind
-from supervisor.config.models import CatalogStoreSettings, ServerSettings
+from supervisor.config.models import CatalogStoreSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.fleet.scripts import target_id
 from supervisor.fleet.sync import FleetLink
 from supervisor.fleet.types import Capture, StoreState, new_origin

@@ -9,8 +9,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from supervisor.config.models import MASK, ServerSettings, Settings, SupervisorSection
-from supervisor.config.values import redact_url
+from supervisor.config.models import Settings, SupervisorSection
+from supervisor.config.servers import ServerSettings
+from supervisor.config.values import MASK, redact_url
 
 
 def describe_settings(settings: Settings) -> str:

@@ -34,7 +34,8 @@ from typing import Any, Final
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from supervisor.config.interpolate import InterpolationError, expand
-from supervisor.config.models import CONFIG_ENV_VAR, ENV_PREFIX, DefaultsSection, ServerSettings, Settings
+from supervisor.config.models import CONFIG_ENV_VAR, ENV_PREFIX, Settings
+from supervisor.config.servers import DefaultsSection, ServerSettings
 from supervisor.config.values import CLIP_CHARS, clip, server_name_problem
 from supervisor.errors import ConfigError
 

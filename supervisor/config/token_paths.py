@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from supervisor.config.models import OAuthSettings
+    from supervisor.config.servers import OAuthSettings
 
 STORE_DIR_NAME: Final = "mcp-supervisor"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")

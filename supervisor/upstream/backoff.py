@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from supervisor.config.models import ReconnectSettings
+from supervisor.config.servers import ReconnectSettings
 
 
 @dataclass

@@ -37,7 +37,7 @@ from mcp.shared.message import SessionMessage
 
 from supervisor.auth.oauth import RunAuth, build_run_auth
 from supervisor.compat.sdk import TransportStreams, create_mcp_http_client
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.sse import open_sse_streams
 from supervisor.wire.streams import ReadStreamView

@@ -52,7 +52,7 @@ from pydantic import TypeAdapter
 from supervisor.catalog.registry import Definition, Kind, OwnedListing
 from supervisor.compat.listing import absorb_tool_listing, response_cache, shape_inbound_result
 from supervisor.compat.sdk import send_raw_request
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamProtocolError
 
 MAX_LIST_PAGES: Final = 1000

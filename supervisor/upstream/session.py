@@ -66,7 +66,7 @@ from supervisor.compat.sdk import (
     run_input_required_driver,
     send_raw_request,
 )
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
 from supervisor.upstream.errors import ErrorTranslator, connect_error, split_teardown_errors
 from supervisor.upstream.health import TransportHealth

@@ -52,7 +52,8 @@ import trio
 from supervisor.upstream.process_group import terminate_group
 
 if TYPE_CHECKING:
-    from supervisor.config.models import ServerSettings, Settings
+    from supervisor.config.models import Settings
+    from supervisor.config.servers import ServerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ import trio
 from mcp.shared.message import SessionMessage
 
 from supervisor.compat.sdk import TransportStreams
-from supervisor.config.models import ServerSettings
+from supervisor.config.servers import ServerSettings
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.process_group import terminate_group
 from supervisor.upstream.spawn import spawn_stdio_server
