@@ -64,7 +64,7 @@ from supervisor.ops.metrics import Metrics
 from supervisor.ops.status import ServerStatus
 from supervisor.seams import Connector, UpstreamSession
 from supervisor.server_actor import ServerActor
-from supervisor.upstream.session import open_upstream
+from supervisor.upstream.connect import open_upstream
 from supervisor.upstream.spawn import EarlyServers
 
 logger = logging.getLogger(__name__)
