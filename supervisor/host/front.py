@@ -19,12 +19,11 @@ Change notices reach hosts of both protocol eras (DESIGN §7), per kind:
 ``ListenHandler`` over an in-memory bus (wrapped, so their resource URIs count
 as subscriptions); handshake-era hosts get ``notifications/*/list_changed`` on
 their connection, captured when the host finishes its handshake and forgotten
-when the connection closes. ``serve_change_notices`` coalesces bursts of
-Registry changes into one notice per kind per short window.
+when the connection closes. ``change_notices.ChangeNotices`` coalesces bursts
+of Registry changes into one notice per kind per short window.
 
-``tools/call`` between a 2026-era host and a 2026-era upstream usually takes
-the fast path (``fast_path``): the same routing, errors, heal and metrics
-(``_run_tool_call``), without the SDK's models of the request and result.
+``tools/call`` takes one of three paths (the SDK's, the fast path, the stdio
+splice); which call takes which, and why, is the table in ``tool_calls``.
 
 Logging: ``logging/setLevel`` is registered with ``add_request_handler`` (the
 constructor argument is deprecated in mcp 2.3 and warns); the most verbose
@@ -54,25 +53,24 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.subscriptions import (
     ListenHandler,
-    PromptsListChanged,
-    ResourcesListChanged,
-    ToolsListChanged,
 )
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor._version import __version__
 from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome
 from supervisor.catalog.naming import PREFIX
-from supervisor.catalog.registry import Kind, RegisteredTool
+from supervisor.catalog.registry import RegisteredTool
 from supervisor.catalog.wire_form import ToolsListWireCache
 from supervisor.compat.sdk import add_server_middleware, connection_of
-from supervisor.errors import UpstreamError, UpstreamTimeout
+from supervisor.errors import UpstreamError
+from supervisor.host.change_notices import ChangeNotices
 from supervisor.host.exchanges import ExchangeTable
-from supervisor.host.fast_path import FastToolCalls, restamp
+from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
+from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
@@ -81,8 +79,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-NOTICE_COALESCE_SEC: Final = 0.01
-"""Registry changes within this window reach the host as one notice per kind."""
 FIRST_LIST_WAIT_SEC: Final = 3.0
 """How long a list waits for servers still on their first attempt.
 
@@ -121,12 +117,14 @@ class Front:
         relay.on_log_level(supervisor.set_log_level)
         relay.subscriptions.on_change(supervisor.set_subscriptions)
         self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
+        self.tool_calls = ToolCalls(self)
+        """The SDK path's tools/call handler and the fast path's runner (``tool_calls``: which call takes which)."""
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=__version__,
             instructions="Tools and prompts of several MCP servers, named mcp__<server>__<name>.",
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
+            on_call_tool=self.tool_calls.call_tool,
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
             on_list_resources=self._list_resources,
@@ -147,11 +145,11 @@ class Front:
             supervisor.registry,
             settled=lambda: not supervisor.pending_first_attempts(),
             stamp=lambda: self.server.server_info_stamp,
-            wait=self._wait_for_first_attempts,
+            wait=self.wait_for_first_attempts,
         )
         """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
         add_server_middleware(self.server, self.tools_list_cache)
-        self.fast_calls = FastToolCalls(supervisor.route, self._call_tool_wire)
+        self.fast_calls = FastToolCalls(supervisor.route, self.tool_calls.call_tool_wire)
         """The tools/call fast path (``fast_path``); innermost, after the request tracking."""
         add_server_middleware(self.server, self.fast_calls)
         self.init_options = self.server.create_initialization_options(
@@ -162,7 +160,7 @@ class Front:
         """Run the change notifier, the exchanges and the own-warning delivery until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self._exchanges.run)
-            nursery.start_soon(self.serve_change_notices)
+            nursery.start_soon(ChangeNotices(self._supervisor, self._relay, self.tools_list_cache).serve)
             nursery.start_soon(self._relay.serve_own_warnings)
             task_status.started()
 
@@ -173,33 +171,33 @@ class Front:
     ) -> types.ListToolsResult:
         # A host that lists right after starting us sees every server that has
         # finished its first attempt, not a half-empty catalog.
-        await self._wait_for_first_attempts()
+        await self.wait_for_first_attempts()
         return types.ListToolsResult(tools=self._supervisor.registry.tools())
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        await self._wait_for_first_attempts()
+        await self.wait_for_first_attempts()
         return types.ListPromptsResult(prompts=self._supervisor.registry.prompts())
 
     async def _list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        await self._wait_for_first_attempts()
+        await self.wait_for_first_attempts()
         return types.ListResourcesResult(resources=self._supervisor.registry.resources())
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        await self._wait_for_first_attempts()
+        await self.wait_for_first_attempts()
         return types.ListResourceTemplatesResult(resource_templates=self._supervisor.registry.templates())
 
-    async def _wait_for_first_attempts(self, bound_sec: float = FIRST_LIST_WAIT_SEC) -> None:
+    async def wait_for_first_attempts(self, bound_sec: float = FIRST_LIST_WAIT_SEC) -> None:
         """Wait, at most ``bound_sec`` (and never past the start-up bound), for servers still on their first attempt."""
         with trio.move_on_after(min(self._supervisor.startup_bound_sec, bound_sec)):
             await self._supervisor.wait_first_attempts()
 
-    def _unknown(self, kind: str, name: str) -> MCPError:
+    def unknown(self, kind: str, name: str) -> MCPError:
         """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
         for actor in self._supervisor.actors.values():
             if actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
@@ -208,76 +206,7 @@ class Front:
 
     # -- requests for one server ------------------------------------------------------
 
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        if self._shutting_down:
-            return _error_result("mcp-supervisor is shutting down; the call was not started")
-        routed = self._supervisor.route(params.name)
-        if routed is None:
-            # Right after start a host may call before every server has listed its
-            # tools: the host asked for this very tool, so wait for the first attempts
-            # as long as they may take (startup_timeout_sec), not a list's short wait.
-            await self._wait_for_first_attempts(math.inf)
-            routed = self._supervisor.route(params.name)
-        if routed is None:
-            raise self._unknown("tool", params.name)
-        tool, actor = routed
-        arguments = params.arguments
-
-        async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
-            return await actor.call_tool(tool.raw_name, arguments, call)
-
-        result = await self._run_tool_call(ctx, tool, actor, send, _is_error_model)
-        return _error_result(result) if isinstance(result, str) else result
-
-    async def _call_tool_wire(
-        self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
-    ) -> HandlerResult:
-        """The fast path (``fast_path``): the same call, the result as the upstream's JSON object, restamped."""
-        if self._shutting_down:
-            return _error_result("mcp-supervisor is shutting down; the call was not started")
-
-        async def send(call: HostCall) -> dict[str, Any]:
-            return await actor.call_tool_wire(tool.raw_name, arguments, call)
-
-        result = await self._run_tool_call(ctx, tool, actor, send, _is_error_wire)
-        if isinstance(result, str):
-            return _error_result(result)
-        return restamp(result, self.server.server_info_stamp)
-
-    async def _run_tool_call(
-        self,
-        ctx: ServerRequestContext[Any],
-        tool: RegisteredTool,
-        actor: ServerActor,
-        send: Callable[[HostCall], Awaitable[T]],
-        is_error: Callable[[T], bool],
-    ) -> T | str:
-        """Forward one tools/call; an ``UpstreamError`` comes back as its message (the caller makes the error result).
-
-        Both paths share this: the failure warning (rate-limited), the metrics
-        outcome, the URL-elicitation bookkeeping, and the error rule.
-        """
-        started = trio.current_time()
-        outcome: CallOutcome = "cancelled"
-        try:
-            result = await self._forward(ctx, actor, f"tools/call {tool.key}", send)
-            outcome = "tool_error" if is_error(result) else "ok"
-            return result
-        except UpstreamError as exc:
-            outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
-            self.note_call_failure(tool, type(exc).__name__, str(exc))
-            return str(exc)
-        except MCPError as exc:
-            outcome = "rpc_error"
-            if exc.code == URL_ELICITATION_REQUIRED:
-                self._remember_url_elicitations(ctx, actor, exc)
-            raise
-        finally:
-            self.note_call(tool, outcome, trio.current_time() - started)
-
-    # -- what every tools/call path shares (this Front's and ``wire_splice``'s) --------
+    # -- what every tools/call path shares (``tool_calls``' and the splice's) ----------
 
     @property
     def shutting_down(self) -> bool:
@@ -305,10 +234,10 @@ class Front:
     ) -> types.GetPromptResult | types.InputRequiredResult:
         routed = self._supervisor.route_prompt(params.name)
         if routed is None:
-            await self._wait_for_first_attempts(math.inf)
+            await self.wait_for_first_attempts(math.inf)
             routed = self._supervisor.route_prompt(params.name)
         if routed is None:
-            raise self._unknown("prompt", params.name)
+            raise self.unknown("prompt", params.name)
         prompt, actor = routed
         return await self._forward_or_error(
             ctx,
@@ -360,11 +289,11 @@ class Front:
         if self._shutting_down:
             raise MCPError(INTERNAL_ERROR, "mcp-supervisor is shutting down; the request was not started")
         try:
-            return await self._forward(ctx, actor, what, request)
+            return await self.forward(ctx, actor, what, request)
         except UpstreamError as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
 
-    async def _forward(
+    async def forward(
         self,
         ctx: ServerRequestContext[Any],
         actor: ServerActor,
@@ -384,7 +313,7 @@ class Front:
             return None
         return self._relay.legacy.level_of(connection_of(ctx.session))
 
-    def _remember_url_elicitations(self, ctx: ServerRequestContext[Any], actor: ServerActor, error: MCPError) -> None:
+    def remember_url_elicitations(self, ctx: ServerRequestContext[Any], actor: ServerActor, error: MCPError) -> None:
         """A -32042 names URL elicitations; their completion notices must reach this host."""
         if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return
@@ -481,40 +410,6 @@ class Front:
         """How many handshake-era host connections are open (tests read it)."""
         return len(self._relay.legacy)
 
-    # -- change notices ---------------------------------------------------------------
-
-    async def serve_change_notices(self) -> None:
-        """Tell every host about Registry changes, per kind, coalesced, until cancelled."""
-        registry = self._supervisor.registry
-        seen = registry.versions
-        while True:
-            while registry.versions == seen:
-                await self._supervisor.catalog_changed.wait()
-            # New tools get their wire forms now, while servers are still starting, not in the
-            # first answer (``catalog_wire``): that one is on the host's critical path.
-            self.tools_list_cache.warm()
-            await trio.sleep(NOTICE_COALESCE_SEC)
-            now = registry.versions
-            changed = {kind for kind in now if now[kind] != seen[kind]}
-            seen = now
-            await self._announce(changed)
-
-    async def _announce(self, kinds: set[Kind]) -> None:
-        logger.debug("catalog changed (%s); notifying hosts", ", ".join(sorted(kinds)))
-        legacy = self._relay.legacy.connections  # a snapshot: connections may close while we await
-        if "tools" in kinds:
-            await self._bus.publish(ToolsListChanged())
-            for connection in legacy:
-                await connection.send_tool_list_changed()  # best effort: the SDK never raises here
-        if "prompts" in kinds:
-            await self._bus.publish(PromptsListChanged())
-            for connection in legacy:
-                await connection.send_prompt_list_changed()
-        if kinds & {"resources", "templates"}:
-            await self._bus.publish(ResourcesListChanged())
-            for connection in legacy:
-                await connection.send_resource_list_changed()
-
     # -- shutdown ---------------------------------------------------------------------
 
     def begin_shutdown(self) -> None:
@@ -525,15 +420,3 @@ class Front:
     async def wait_idle(self) -> None:
         """Return when every request handler already running has returned."""
         await self._idle.wait()
-
-
-def _is_error_model(result: types.CallToolResult | types.InputRequiredResult) -> bool:
-    return isinstance(result, types.CallToolResult) and result.is_error
-
-
-def _is_error_wire(result: dict[str, Any]) -> bool:
-    return result.get("isError") is True
-
-
-def _error_result(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

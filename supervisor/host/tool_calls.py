@@ -1,0 +1,183 @@
+"""Which path a host's ``tools/call`` takes, and the code that runs it on the SDK and fast paths (issue 11).
+
+A call takes the first path of this table whose every condition it meets.
+The checks are ``host.splice.plain_call`` and ``HostSplice._take_call`` (splice),
+``host.fast_path.fast_path_arguments`` and ``FastToolCalls._carries`` (fast
+path); the SDK path takes the rest. ``tests/host/test_tool_call_paths.py``
+pins each row.
+
+1. **splice** (``host.splice`` → ``upstream.splice``), when all of these hold:
+   a stdio host; ``params`` has only ``name``, ``arguments`` and ``_meta``;
+   ``_meta`` is exactly the 2026 envelope and names a 2026 version (so no
+   progress token and no log level); the name is routed now; the tool has no
+   ``outputSchema``; the server's generation is 2026-era over stdio with its
+   splice ready; the request can be queued without waiting; not shutting down.
+   Saves the SDK on both sides: no task, no channel, no model per call.
+2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
+   a 2026-era host, over either front; ``params`` has only ``name``,
+   ``arguments`` and ``_meta``; no progress token; the name is routed now; no
+   ``outputSchema``; the server's generation is 2026-era and ready
+   (``ServerActor.wire_upstream``), over any transport. Saves the SDK's models
+   of the request and result.
+3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
+   * a handshake-era host or upstream: results differ in shape between eras;
+   * a progress token: the upstream's notices need a token of ours;
+   * ``inputResponses`` or ``requestState``: an input round;
+   * an ``outputSchema``: the SDK validates structured content against it;
+   * a name not routed yet: only this path waits for the first attempts;
+   * params of an unexpected shape: the SDK reports the validation error.
+
+Every path keeps what a call must keep, with the same texts: routing through
+the Registry, the shutdown refusal, ``tool_timeout_sec``, error translation (an
+``UpstreamError`` becomes an error result, a server's JSON-RPC error passes
+through), the unknown-tool heal (I8), metrics and the rate-limited failure
+warning (``Front.note_call``, ``Front.note_call_failure``), and a 2026
+``input_required`` result passed through unchanged.
+
+Concurrency: each call runs in its handler's own task (the host's cancellation
+cancels the upstream request); no state here beyond the Front's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+import mcp_types as types
+import trio
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
+from mcp.server.context import HandlerResult
+from mcp_types import URL_ELICITATION_REQUIRED
+
+from supervisor.calls.attribution import HostCall
+from supervisor.calls.results import CallOutcome
+from supervisor.catalog.registry import RegisteredTool
+from supervisor.errors import UpstreamError, UpstreamTimeout
+from supervisor.host.fast_path import restamp
+from supervisor.server_actor import ServerActor
+
+T = TypeVar("T")
+
+SHUTTING_DOWN_TEXT = "mcp-supervisor is shutting down; the call was not started"
+
+
+class CallingFront(Protocol):
+    """What a tools/call needs of the Front (``host.front.Front``)."""
+
+    @property
+    def shutting_down(self) -> bool: ...
+
+    @property
+    def server(self) -> Server[Any]: ...
+
+    def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None: ...
+
+    def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None: ...
+
+    def note_call_failure(self, tool: RegisteredTool, kind: str, text: str) -> None: ...
+
+    async def wait_for_first_attempts(self, bound_sec: float) -> None: ...
+
+    def unknown(self, kind: str, name: str) -> MCPError: ...
+
+    async def forward(
+        self, ctx: ServerRequestContext[Any], actor: ServerActor, what: str, request: Callable[[HostCall], Awaitable[T]]
+    ) -> T: ...
+
+    def remember_url_elicitations(
+        self, ctx: ServerRequestContext[Any], actor: ServerActor, error: MCPError
+    ) -> None: ...
+
+
+class ToolCalls:
+    """The SDK path's ``tools/call`` handler and the fast path's runner, over one Front."""
+
+    def __init__(self, front: CallingFront) -> None:
+        self._front = front
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The SDK path: the request and result as the SDK's models."""
+        front = self._front
+        if front.shutting_down:
+            return error_result(SHUTTING_DOWN_TEXT)
+        routed = front.route(params.name)
+        if routed is None:
+            # Right after start a host may call before every server has listed its
+            # tools: the host asked for this very tool, so wait for the first attempts
+            # as long as they may take (startup_timeout_sec), not a list's short wait.
+            await front.wait_for_first_attempts(math.inf)
+            routed = front.route(params.name)
+        if routed is None:
+            raise front.unknown("tool", params.name)
+        tool, actor = routed
+        arguments = params.arguments
+
+        async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
+            return await actor.call_tool(tool.raw_name, arguments, call)
+
+        result = await self._run(ctx, tool, actor, send, _is_error_model)
+        return error_result(result) if isinstance(result, str) else result
+
+    async def call_tool_wire(
+        self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
+    ) -> HandlerResult:
+        """The fast path (``fast_path``): the same call, the result as the upstream's JSON object, restamped."""
+        if self._front.shutting_down:
+            return error_result(SHUTTING_DOWN_TEXT)
+
+        async def send(call: HostCall) -> dict[str, Any]:
+            return await actor.call_tool_wire(tool.raw_name, arguments, call)
+
+        result = await self._run(ctx, tool, actor, send, _is_error_wire)
+        if isinstance(result, str):
+            return error_result(result)
+        return restamp(result, self._front.server.server_info_stamp)
+
+    async def _run(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: RegisteredTool,
+        actor: ServerActor,
+        send: Callable[[HostCall], Awaitable[T]],
+        is_error: Callable[[T], bool],
+    ) -> T | str:
+        """Forward one tools/call; an ``UpstreamError`` comes back as its message (the caller makes the error result).
+
+        Both paths share this: the failure warning (rate-limited), the metrics
+        outcome, the URL-elicitation bookkeeping, and the error rule.
+        """
+        front = self._front
+        started = trio.current_time()
+        outcome: CallOutcome = "cancelled"
+        try:
+            result = await front.forward(ctx, actor, f"tools/call {tool.key}", send)
+            outcome = "tool_error" if is_error(result) else "ok"
+            return result
+        except UpstreamError as exc:
+            outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
+            front.note_call_failure(tool, type(exc).__name__, str(exc))
+            return str(exc)
+        except MCPError as exc:
+            outcome = "rpc_error"
+            if exc.code == URL_ELICITATION_REQUIRED:
+                front.remember_url_elicitations(ctx, actor, exc)
+            raise
+        finally:
+            front.note_call(tool, outcome, trio.current_time() - started)
+
+
+def _is_error_model(result: types.CallToolResult | types.InputRequiredResult) -> bool:
+    return isinstance(result, types.CallToolResult) and result.is_error
+
+
+def _is_error_wire(result: dict[str, Any]) -> bool:
+    return result.get("isError") is True
+
+
+def error_result(text: str) -> types.CallToolResult:
+    """The error result a host gets for a call that failed before or upstream (the general path's text)."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
