@@ -6,7 +6,7 @@ notification. Each reader must drop the long line (it is not JSON-RPC) and
 deliver the notification. Printed per reader: the CPU seconds this process (or,
 for the host wire, the reading child) spent until the notification arrived.
 
-* ``upstream_stdio``: ``open_stdio_transport`` reading an upstream child.
+* ``upstream.stdio``: ``open_stdio_transport`` reading an upstream child.
 * ``stdio_wire``: ``open_stdio_wire`` in a child process reading its own stdin.
 * ``e2e_line_transport``: the tests' ``line_transport`` reading a child.
 """

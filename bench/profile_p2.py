@@ -26,8 +26,8 @@ RATE_HZ: Final = 997
 INTEREST: Final = {
     "pydantic validate (any)": ("validate_python", "validate_json", "model_validate"),
     "pydantic dump (any)": ("model_dump", "dump_json", "to_jsonable"),
-    "json-rpc framing (_frames/_stdio_wire)": ("_frames.py", "_stdio_wire.py"),
-    "upstream stdio pumps": ("upstream_stdio.py",),
+    "json-rpc framing (wire/frames, pipes, stdio)": ("wire/frames.py", "wire/pipes.py", "wire/stdio.py"),
+    "upstream stdio pumps": ("upstream/stdio.py",),
     "sdk server runner": ("runner.py",),
     "sdk dispatcher": ("jsonrpc_dispatcher.py",),
     "sdk client session": ("client/session.py",),
@@ -35,7 +35,12 @@ INTEREST: Final = {
     "logging": ("logging/__init__.py",),
     "trio scheduler/io": ("trio/_core/_run.py", "trio/_core/_io_epoll.py"),
     "anyio streams": ("anyio/streams/memory.py",),
-    "supervisor front/upstream": ("supervisor/front.py", "supervisor/upstream.py", "supervisor/fast_path.py"),
+    "supervisor front/upstream": (
+        "supervisor/host/front.py",
+        "supervisor/host/tool_calls.py",
+        "supervisor/upstream/session.py",
+        "supervisor/host/fast_path.py",
+    ),
 }
 
 

@@ -3,14 +3,14 @@
 A line relay with nothing of the sidecar in it: it starts ``ARGV`` as its one
 upstream and copies bytes between its own stdin/stdout and the child's, with
 one thread per direction doing blocking ``os.read`` / ``os.write`` on pipes
-widened as the sidecar widens its own (``_frames.PIPE_BYTES``), and glibc's
-heap kept warm as the sidecar keeps it (``_malloc``). No event loop, no
+widened as the sidecar widens its own (``wire.pipes.PIPE_BYTES``), and glibc's
+heap kept warm as the sidecar keeps it (``wire.heap``). No event loop, no
 routing, no id mapping, no MCP: the host talks to the child as if directly,
 one process further away.
 
 ``--check`` adds what DESIGN I12 asks of a proxy that must not pass garbage on:
 each complete line is proven well-formed JSON with the sidecar's own proof
-(``pydantic_core.from_json(line, cache_strings=False)``, as ``_json_spans``
+(``pydantic_core.from_json(line, cache_strings=False)``, as ``wire.json_spans``
 calls it) before any of its bytes go on; a line that fails is dropped.
 
 ``--ahead`` proves each line too, but only after writing it all but its
@@ -38,8 +38,8 @@ from typing import Final, Literal
 
 from pydantic_core import from_json
 
-from supervisor.wire.frames import PIPE_BYTES
 from supervisor.wire.heap import keep_large_buffers_warm
+from supervisor.wire.pipes import PIPE_BYTES
 
 Mode = Literal["bare", "check", "ahead"]
 MODES: Final[dict[str, Mode]] = {"--check": "check", "--ahead": "ahead"}

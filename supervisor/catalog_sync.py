@@ -1,7 +1,7 @@
 """The mailbox worker of one ServerActor: the only code that syncs or withdraws its entries (I1-I3).
 
 Messages queued while the worker runs coalesce into one pending action
-(``sync_mailbox.Pending``: ``refresh`` absorbs ``use``; one withdrawal absorbs
+(``catalog.mailbox.Pending``: ``refresh`` absorbs ``use``; one withdrawal absorbs
 another), and a ``list_changed`` re-sync is debounced (quiet window, bounded
 maximum wait), so at most one sync runs per server and a burst of notices
 costs a handful of fetches (I1).

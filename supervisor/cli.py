@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def _start_early_then(settings: Settings, command: str, *args: Any) -> int:
     """``run``, ``tools``, ``call``: start the stdio servers, import the SDK while they start, then the command.
 
-    The early start is ``stdio_spawn``'s: the first connection attempt of each
+    The early start is ``upstream.spawn``'s: the first connection attempt of each
     server takes its process. ``run`` serves until stopped; ``tools`` and
     ``call`` connect once (``oneshot``).
     """

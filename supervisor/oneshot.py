@@ -1,7 +1,7 @@
 """The one-shot commands ``tools`` and ``call``: start every server once, report, stop.
 
 Each command is one entry point the CLI runs under ``trio.run``, after starting
-the stdio servers early (``stdio_spawn``; ``early`` hands them over). It owns one
+the stdio servers early (``upstream.spawn``; ``early`` hands them over). It owns one
 nursery holding the :class:`~supervisor.root.Supervisor`; the wait for the
 servers' first attempts is bounded by the slowest ``startup_timeout_sec`` plus
 one second, and the nursery is cancelled as soon as the answer is known, which

@@ -75,7 +75,7 @@ def production_connector(
 ) -> Connector:
     """Connect real upstreams, each generation sharing the server's one cache store (I4) and the host side.
 
-    ``early``: the stdio servers started before the SDK import (``stdio_spawn``); a first generation takes its own.
+    ``early``: the stdio servers started before the SDK import (``upstream.spawn``); a first generation takes its own.
     """
 
     def connect(

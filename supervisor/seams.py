@@ -1,7 +1,7 @@
 """The ServerActor's seams: what it needs of an upstream generation, how one is opened, who watches it.
 
-Production wires ``upstream.open_upstream`` (``root.production_connector``)
-and ``metrics.Metrics``; unit tests put in-process fakes behind the same
+Production wires ``upstream.connect.open_upstream`` (``root.production_connector``)
+and ``ops.metrics.Metrics``; unit tests put in-process fakes behind the same
 protocols. Protocols only: nothing here owns a task, a nursery or a default.
 """
 
@@ -22,7 +22,7 @@ from supervisor.upstream.session import Identity
 
 
 class UpstreamSession(Protocol):
-    """What the actor needs of one connected generation (``upstream.Upstream`` in production)."""
+    """What the actor needs of one connected generation (``upstream.session.Upstream`` in production)."""
 
     health: TransportHealth
     change_notices: bool
@@ -65,7 +65,7 @@ class UpstreamSession(Protocol):
 
 
 class ActorEvents(Protocol):
-    """Synchronous observers of an actor's milestones (``metrics.Metrics``); they must not block or raise."""
+    """Synchronous observers of an actor's milestones (``ops.metrics.Metrics``); they must not block or raise."""
 
     def sync_finished(self, server: str, reason: str, ok: bool) -> None: ...
 

@@ -3,8 +3,8 @@
 ``serve`` owns the root nursery. It starts the Supervisor (every ServerActor),
 the Front's own tasks (change notices, exchanges, host warnings), a signal
 watcher, the readiness announcement, the admin endpoint (if enabled) and the
-host link: stdio (``front_stdio.StdioHostLink``) or streamable HTTP
-(``front_http.HttpHostLink``), chosen by ``[supervisor.front] transport``. The
+host link: stdio (``host.stdio.StdioHostLink``) or streamable HTTP
+(``host.http.HttpHostLink``), chosen by ``[supervisor.front] transport``. The
 Relay connects the two sides: upstream generations hand it what belongs to a
 host, the Front serves hosts through it. The first stop trigger ends the run:
 SIGTERM, SIGINT, or (stdio) the host closing stdin. Then the link refuses new
@@ -20,9 +20,9 @@ as the process, and a cold start's allocations (a hundred tool definitions
 per server) otherwise trigger collections that rescan all of it, about a
 quarter of the CPU per server connected (issue 11). Until every first
 attempt has ended, full collections wait too, and what the cold start kept is
-then frozen as well (``startup_heap``).
+then frozen as well (``ops.startup_heap``).
 
-It also fixes glibc's heap thresholds (``_malloc``), so the few 1 MB buffers
+It also fixes glibc's heap thresholds (``wire.heap``), so the few 1 MB buffers
 a large spliced call allocates and frees reuse warm pages, with a bounded RSS.
 
 Over stdio, stdout carries only MCP frames: the stdio wire diverts fd 1 to
@@ -87,7 +87,7 @@ class HostLink(Protocol):
 async def serve(settings: Settings, early: EarlyServers | None = None) -> None:
     """Serve the host(s) until a stop trigger; see the module docstring.
 
-    ``early``: stdio servers already started (``stdio_spawn``); each first
+    ``early``: stdio servers already started (``upstream.spawn``); each first
     generation takes its own, and what is left once every first attempt is
     made is terminated.
 

@@ -233,7 +233,7 @@ _LISTENING: Final = re.compile(r"(?P<listener>[\w.-]+) (?:listening on|ready) (?
 class ProcessLog:
     """A child's stderr, relayed to ours (pytest shows it on failure) and watched for the URLs it listens on.
 
-    ``listening`` maps a listener (``front``, ``admin``, ``fixture_server``) to its URL,
+    ``listening`` maps a listener (``host.front``, ``admin``, ``fixture_server``) to its URL,
     from the text line or from a JSON log line with ``"event": "listening"``.
     """
 
@@ -683,7 +683,7 @@ class HttpSidecar:
 
     process: trio.Process
     url: str
-    """``http://127.0.0.1:PORT/mcp``, from the sidecar's ``front listening on`` line."""
+    """``http://127.0.0.1:PORT/mcp``, from the sidecar's ``host.front listening on`` line."""
     token: str
     log: ProcessLog
     exit_code: int | None = None
@@ -721,7 +721,7 @@ async def open_http_sidecar(
 ) -> AsyncIterator[HttpSidecar]:
     """Start ``supervisor run`` with an HTTP front (port 0); on exit stop it with SIGTERM (bounded).
 
-    The front's URL is read from the sidecar's ``front listening on URL`` line.
+    The front's URL is read from the sidecar's ``host.front listening on URL`` line.
     """
     proc = await trio.lowlevel.open_process(
         sidecar_argv(config),

@@ -239,7 +239,7 @@ class FakeServer:
 
 
 class SpliceFront:
-    """What ``wire_splice.HostSplice`` asks of the Front, recording each call's outcome (in-process splice tests)."""
+    """What ``host.splice.HostSplice`` asks of the Front, recording each call's outcome (in-process splice tests)."""
 
     def __init__(self) -> None:
         self.outcomes: list[str] = []

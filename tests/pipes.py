@@ -11,7 +11,7 @@ from typing import Any
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from supervisor.wire.frames import DirectWrite
+from supervisor.wire.pipes import DirectWrite
 from supervisor.wire.stdio import _pump_stream_to_wire
 
 

@@ -1,4 +1,4 @@
-"""The host's first-page tools/list (``catalog_wire``): the SDK's own wire form, made once per tool, never stale."""
+"""The first-page tools/list (``catalog.wire_form``): the SDK's own wire form, made once per tool, never stale."""
 
 from __future__ import annotations
 

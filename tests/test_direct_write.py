@@ -1,4 +1,4 @@
-"""``_frames.DirectWrite`` and ``_frames.PipeReader``: the pumps' batched writes and their reads.
+"""``wire.pipes.DirectWrite`` and ``wire.pipes.PipeReader``: the pumps' batched writes and their reads.
 
 A line is accepted into a batch only while its writer task is parked on an
 empty queue; ``flush`` writes the batch in one syscall, hands what the pipe did
@@ -18,7 +18,7 @@ import anyio
 import trio
 import trio.testing
 
-from supervisor.wire.frames import MAX_DIRECT_BYTES, DirectWrite, PipeReader
+from supervisor.wire.pipes import MAX_DIRECT_BYTES, DirectWrite, PipeReader
 from tests.e2e import scaled
 from tests.pipes import host_wire_writer, nonblocking_pipe, read_available
 

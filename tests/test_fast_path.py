@@ -2,7 +2,7 @@
 
 The Front runs in-process (a real ``Supervisor`` with one real fixture server
 behind it) and a real ``mcp.Client`` host talks to its MCP server over memory
-streams, so each test can read ``front.fast_calls.taken`` (which path
+streams, so each test can read ``host.front.fast_calls.taken`` (which path
 every call took) and the metrics, and compare a call's result on the fast path
 with the same call on the general path.
 """

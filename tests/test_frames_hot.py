@@ -1,8 +1,8 @@
 """The call path's cheaper steps keep what the dearer ones did (issue 11).
 
-* ``_frames._receiver_waiting`` reads anyio's private receiver count: it must
+* ``wire.pipes._receiver_waiting`` reads anyio's private receiver count: it must
   say what ``statistics().tasks_waiting_receive`` says.
-* ``wire_codec.load_small`` parses with ``pydantic_core.from_json`` first: it
+* ``wire.codec.load_small`` parses with ``pydantic_core.from_json`` first: it
   must return the values, and refuse the lines, of ``json.loads(line.decode())``.
 * ``LineBuffer`` holds a whole-lines view as ``bytes``: the lines must come out
   right however the viewed buffer is reused afterwards.
@@ -24,7 +24,8 @@ from supervisor.calls.splice import SplicedCall
 from supervisor.host.splice import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import load_small
-from supervisor.wire.frames import LineBuffer, _receiver_waiting
+from supervisor.wire.frames import LineBuffer
+from supervisor.wire.pipes import _receiver_waiting
 
 
 async def test_the_receiver_count_read_from_anyio_matches_its_statistics_parked_or_not() -> None:

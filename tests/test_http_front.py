@@ -4,7 +4,7 @@ Guard tests run the HTTP front in-process (a Supervisor with no servers whose
 Registry the test edits), so they take milliseconds; the end-to-end tests drive
 ``python -m supervisor run`` with a real fixture server behind it. Every front
 listens on port 0: in-process, the link's ``urls`` say where; end to end, the
-sidecar's ``front listening on URL`` line does.
+sidecar's ``host.front listening on URL`` line does.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``_json_spans`` decodes a plain string or a run of digits without ``json.loads``: the values must be its values.
+"""``wire.json_spans`` decodes a plain string or a run of digits without ``json.loads``: the values must be its values.
 
 Keys and envelope values of a large line (``"2.0"``, ``"tools/call"``, an id)
 are decoded from their bytes directly (issue 11); each must come out as

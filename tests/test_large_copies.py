@@ -33,7 +33,8 @@ from supervisor.calls.splice import SplicedCall
 from supervisor.host.splice import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import load
-from supervisor.wire.frames import CUT_FROM_COPY_BYTES, DirectWrite, LineBuffer
+from supervisor.wire.frames import LineBuffer
+from supervisor.wire.pipes import CUT_FROM_COPY_BYTES, DirectWrite
 from tests.e2e import scaled
 from tests.fakes import SpliceFront, SpliceTracker
 from tests.pipes import host_wire_writer, nonblocking_pipe, read_available

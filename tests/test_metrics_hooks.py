@@ -1,4 +1,4 @@
-"""``metrics.Metrics`` hooks: per-call updates land on the right (server, outcome) series."""
+"""``ops.metrics.Metrics`` hooks: per-call updates land on the right (server, outcome) series."""
 
 from __future__ import annotations
 

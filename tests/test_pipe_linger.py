@@ -29,7 +29,7 @@ from supervisor.host.splice import HostSplice
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.upstream.stdio import open_stdio_transport
-from supervisor.wire.frames import PipeReader
+from supervisor.wire.pipes import PipeReader
 from supervisor.wire.stdio import _pump_wire_to_stream
 from tests.e2e import MARK_ENV, scaled
 

@@ -1,6 +1,6 @@
 """The wire splice encodes with ``pydantic_core.to_json``: the text must be what ``json.dumps`` wrote (issue 11).
 
-``wire_codec.to_json`` is the splice's encoder for answers, request arguments and
+``wire.codec.to_json`` is the splice's encoder for answers, request arguments and
 tool names. Every value it gets comes from a JSON parse (or is our own stamp),
 and the host must see the same JSON the ``json.dumps`` encoder wrote before:
 the same bytes, except a float's exponent spelling (the same number), and the

@@ -1,6 +1,6 @@
-"""Large reads taken in two (``_frames.PipeReader`` / ``SplitRead``, issue 11): a 1 MB line is the read's own bytes.
+"""Large reads taken in two (``wire.pipes.PipeReader`` / ``SplitRead``, issue 11): a 1 MB line is the read's own bytes.
 
-In a process whose heap keeps 1 MB buffers warm (``_malloc.large_buffers_warm``,
+In a process whose heap keeps 1 MB buffers warm (``wire.heap.large_buffers_warm``,
 the sidecar), once a read was large the next read asks the pipe how much it
 holds and reads all of it but the last byte into a ``bytes`` of its own: when
 that last byte is the line's newline, ``LineBuffer`` returns that very object as
@@ -21,9 +21,10 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from supervisor.wire import frames as _frames
 from supervisor.wire import heap as _malloc
-from supervisor.wire.frames import LineBuffer, PipeReader, SplitRead
+from supervisor.wire import pipes
+from supervisor.wire.frames import LineBuffer
+from supervisor.wire.pipes import PipeReader, SplitRead
 from tests.e2e import scaled
 
 BOUND_SEC = scaled(5.0)
@@ -53,7 +54,7 @@ def _drain(lines: LineBuffer) -> list[bytes]:
 
 @pytest.fixture
 def warm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_frames, "large_buffers_warm", lambda: True)
+    monkeypatch.setattr(pipes, "large_buffers_warm", lambda: True)
 
 
 @pytest.mark.usefixtures("warm")
@@ -108,7 +109,7 @@ def test_what_follows_the_newline_after_the_head_comes_after_the_heads_lines() -
 
 
 async def test_a_process_on_the_allocators_defaults_never_splits_a_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_frames, "large_buffers_warm", lambda: False)
+    monkeypatch.setattr(pipes, "large_buffers_warm", lambda: False)
     async with _pipe() as (reader, write_fd):
         with trio.fail_after(BOUND_SEC):
             for _ in range(3):

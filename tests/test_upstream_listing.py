@@ -1,4 +1,4 @@
-"""The raw ``tools/list`` path (``upstream_listing``): the SDK's answer, validation, cache and session state.
+"""The raw ``tools/list`` path (``upstream.listing``): the SDK's answer, validation, cache and session state.
 
 Real SDK ``mcp.Client`` generations talk to an in-process low-level ``Server``
 (handshake era through ``mode="legacy"``, 2026 era through ``mode="auto"``), so

@@ -1,4 +1,4 @@
-"""Large lines on the wire splice (``wire_large``), in-process: the big member crosses unread, nothing else changes.
+"""Large lines on the wire splice (``wire.large``), in-process: the big member crosses unread, nothing else changes.
 
 An ``UpstreamSplice`` writes into a memory stream and delivers to a recording
 host; the lines are built here, so each test can put a fault exactly where it

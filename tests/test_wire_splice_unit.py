@@ -1,4 +1,4 @@
-"""``wire_splice.HostSplice`` in-process: an answer owed to the host survives the cancellation of its writer."""
+"""``host.splice.HostSplice`` in-process: an answer owed to the host survives the cancellation of its writer."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ most exact first:
    and 2026-era input rounds are driven in the calling task.
 2. **Context.** Over streamable HTTP a server→client request or notice sent on
    the call's own response stream runs in the calling task's ``contextvars``
-   (see ``upstream_http``), so ``current_call`` names the call.
+   (see ``upstream.http``), so ``current_call`` names the call.
 3. **The only call in flight.** Over stdio nothing on the wire relates a
    server→client request to a call: it is attributed only when exactly one
    call is in flight on that server. Otherwise it is refused, never guessed.

@@ -20,8 +20,8 @@ from mcp import MCPError
 
 from supervisor.calls.results import CallOutcome
 from supervisor.catalog.registry import RegisteredTool
-from supervisor.wire.frames import DirectWrite
 from supervisor.wire.large import Pieces
+from supervisor.wire.pipes import DirectWrite
 
 ID_PREFIX: Final = "mcp-supervisor/splice/"
 """Request ids the splice mints upstream; an answer line that carries one is the splice's."""

@@ -7,7 +7,7 @@ Four catalogs, one per *kind*:
   raw name, and the host-facing definition (the upstream's, renamed);
 * ``resources``: URI → owner and definition (URIs are not renamed);
 * ``templates``: (owner, URI template) → definition. Two servers may offer the
-  same template; reads route by matching (``front``), so they never conflict.
+  same template; reads route by matching (``host.front``), so they never conflict.
 
 The Registry is plain data with synchronous methods only: under trio, code
 without an ``await`` cannot be interleaved, so every mutation (a generation
@@ -28,14 +28,14 @@ Owners are server names or reserved owners (``claim``).
 
 The Registry never shares a definition with a caller that may change it. A
 plain listing is deep-copied on the way in. An ``OwnedListing`` is handed over:
-its producer (``upstream_listing``) parsed it for this swap, and the only other
+its producer (``upstream.listing``) parsed it for this swap, and the only other
 holder of its objects is the response cache's entry, which never changes them
 either. Its definitions are kept as they are, each entry's ``source``.
 
 An entry's ``definition`` (the source renamed to its public name) is made on
 first use, not at the swap: on a cold start of 50 servers x 100 tools the
 renamed copies were a twentieth of the sidecar's CPU, and the hot readers need
-none of them. The host's ``tools/list`` forms (``catalog_wire``) are made from
+none of them. The host's ``tools/list`` forms (``catalog.wire_form``) are made from
 the sources and renamed in the form; the call paths read the source's output
 schema. Only the SDK's own list answer and the one-shot commands ask for
 ``definition``.
@@ -76,7 +76,7 @@ class Registered(Generic[D]):
     raw_name: str
     source: D
     wire: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
-    """The definition's wire form per protocol version, filled by its readers (``catalog_wire``). An entry
+    """The definition's wire form per protocol version, filled by its readers (``catalog.wire_form``). An entry
     lives for one generation of its server, so the form can never outlive the definition it was made of."""
     _definition: D | None = field(default=None, init=False, compare=False, repr=False)
 
@@ -118,7 +118,7 @@ class OwnedListing(list[Definition]):
     """A listing whose definitions nobody else holds: the Registry keeps them without a deep copy.
 
     Only a producer that parsed the definitions itself and drops every
-    reference after the swap may build one (``upstream_listing.list_all``).
+    reference after the swap may build one (``upstream.listing.list_all``).
     """
 
 

@@ -18,13 +18,13 @@ of an SDK object.
   inside ``Client.call_tool``; the sidecar drives rounds for handshake-era hosts
   through it with its own dispatch (the host's connection).
 * ``send_raw_request``: ``ClientSession`` sends only typed requests and returns
-  only validated results; the tools/call fast path (``fast_path``) sends the
+  only validated results; the tools/call fast path (``host.fast_path``) sends the
   request dict through the session's own stamp (the 2026 ``_meta`` envelope and
   headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
-  is that stamp's ``_meta`` alone, for the stdio wire splice (``wire_splice``).
+  is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``).
 
 One private use lives elsewhere on purpose: pydantic-settings'
-``EnvSettingsSource._load_env_vars`` is overridden in ``_settings_env`` (an
+``EnvSettingsSource._load_env_vars`` is overridden in ``config.env`` (an
 injected environment instead of ``os.environ``), because that module is
 imported only when an override variable is set and must not pull in the SDK.
 Its test is in ``tests/test_compat.py`` with the others.

@@ -105,7 +105,7 @@ class FleetLink:
         """``evict_local(tid, method)`` drops the local entries of every server on that target,
         ``servers_of(tid)`` names those servers, and ``resync(server, mode, method)`` asks a
         server's actor for a sync through its mailbox."""
-        # Imported here: only a sidecar with a Redis store loads coredis (``fleet_types``).
+        # Imported here: only a sidecar with a Redis store loads coredis (``fleet.types``).
         from supervisor.fleet.store import FleetStore  # noqa: PLC0415
         from supervisor.fleet.subscriber import FleetSubscriber  # noqa: PLC0415
 

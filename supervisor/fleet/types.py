@@ -1,8 +1,8 @@
 """What the fleet store's readers share without its Redis client: captures, reads, states, origins.
 
-Kept apart from ``fleet_store`` so that a sidecar whose catalog store is the
+Kept apart from ``fleet.store`` so that a sidecar whose catalog store is the
 local memory store never imports coredis (a fifth of the sidecar's start-up):
-``cache`` needs these names on every start, ``fleet_store`` only with Redis.
+``cache`` needs these names on every start, ``fleet.store`` only with Redis.
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ Lists (``tools/list``, ``prompts/list``, ``resources/list``,
 ``resources/templates/list``) answer from the Registry. Requests for one
 server (``tools/call``, ``prompts/get``, ``resources/read``,
 ``completion/complete``, ``resources/subscribe``) route by the Registry
-(``resource_routes`` for URIs) to the owning ServerActor's current generation,
+(``host.resource_routes`` for URIs) to the owning ServerActor's current generation,
 with the raw name. The Front never mutates the Registry.
 
 Each routed request runs as a ``HostCall`` in the handler's own task, so a
 host's cancellation (or the SDK's, on shutdown) cancels the upstream request
 too, and the Relay can attribute the upstream's progress, log messages and
 server→client requests to it. The one exception: a 2026-era host calling a
-handshake-era server runs through an ``Exchange`` (``exchanges``), whose task
+handshake-era server runs through an ``Exchange`` (``host.exchanges``), whose task
 outlives the handler's input rounds.
 
 Change notices reach hosts of both protocol eras (DESIGN §7), per kind:
@@ -150,7 +150,7 @@ class Front:
         """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
         add_server_middleware(self.server, self.tools_list_cache)
         self.fast_calls = FastToolCalls(supervisor.route, self.tool_calls.call_tool_wire)
-        """The tools/call fast path (``fast_path``); innermost, after the request tracking."""
+        """The tools/call fast path (``host.fast_path``); innermost, after the request tracking."""
         add_server_middleware(self.server, self.fast_calls)
         self.init_options = self.server.create_initialization_options(
             NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)

@@ -5,7 +5,7 @@
 and hypercorn's trio worker serving ``HttpGuard(StreamableHTTPASGIApp)`` on the
 configured port (``0``: one the OS picks; ``urls`` and the ``listening`` log
 line say which). The guard does rebinding protection, bearer auth and the
-declared-size check (``_http``); the manager applies the same body limit to
+declared-size check (``ops.http``); the manager applies the same body limit to
 streamed bodies and the SDK's own Host/Origin check with the same names.
 
 2026-era hosts get change notices over ``subscriptions/listen`` (the Front's

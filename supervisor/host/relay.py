@@ -10,7 +10,7 @@ The Relay is the ``HostSide`` every upstream generation talks to. It owns:
 What goes where:
 
 * **Server→client requests** (sampling, elicitation, roots) go to the one
-  host call they are attributed to (``host_calls``); unattributable ones are
+  host call they are attributed to (``calls.attribution``); unattributable ones are
   refused with an error to the upstream, never guessed. A handshake-era host
   gets the request related to its call; for a 2026-era host the call's
   ``Exchange`` turns it into an input round. A host that lacks the capability
@@ -111,7 +111,7 @@ class LegacyHosts:
 
 
 class Relay:
-    """Implements ``host_calls.HostSide`` for the Front."""
+    """Implements ``calls.attribution.HostSide`` for the Front."""
 
     def __init__(self) -> None:
         self.calls = CallTracker()

@@ -6,11 +6,11 @@ plain ``tools/call`` needs no SDK at all: the host's request line is parsed once
 request id and our client's ``_meta`` envelope; the upstream's answer line is
 recognised by that id in its stdout pump before anything parses it as a
 message, and written to the host with the host's id, the ``serverInfo`` stamp
-replaced by ours (``fast_path.restamp``). No task is spawned, no channel is
+replaced by ours (``host.fast_path.restamp``). No task is spawned, no channel is
 crossed and no model is built per call. What a call must keep is done here,
 with the same texts as the general path:
 
-* routing, the shutdown refusal, and everything ``fast_path`` sends the general
+* routing, the shutdown refusal, and everything ``host.fast_path`` sends the general
   way (progress tokens, input retries, handshake-era ends, output schemas,
   unknown names, any ``_meta`` beyond the 2026 envelope, e.g. a log level) is
   left to the SDK (``HostSplice.on_line`` returns False), and so is anything
@@ -33,7 +33,7 @@ the upstream's stdout pump wait ``LINGER_SEC`` before each read
 before every read, that a lone call never pays.
 
 A first-page ``tools/list`` from a stdio host is answered on the splice too,
-from the catalog wire cache's encoded bytes (``catalog_wire``) for the host's
+from the catalog wire cache's encoded bytes (``catalog.wire_form``) for the host's
 protocol version (a 2026-era host's envelope names it; a handshake-era host's
 is the one the SDK negotiated with it), when that cache holds the current
 Registry version and the wire's writer can take the answer at once; otherwise
@@ -66,7 +66,7 @@ from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.host.fast_path import PLAIN_PARAMS, restamp
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import frame, load
-from supervisor.wire.frames import DirectWrite
+from supervisor.wire.pipes import DirectWrite
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -133,7 +133,7 @@ class HostSplice:
     """Bound to the host wire by the stdio link (``open_stdio_wire``); upstream pumps ``flush`` it per chunk."""
     handshake_version: str | None = None
     """The version a handshake-era host negotiated, set once the SDK has answered its ``initialize`` (by then
-    the SDK has committed it); None for a 2026-era host. ``front_stdio`` reads it off the SDK's traffic."""
+    the SDK has committed it); None for a 2026-era host. ``host.stdio`` reads it off the SDK's traffic."""
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""

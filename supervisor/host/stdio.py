@@ -1,7 +1,7 @@
 """The Front over stdio: the one host that started us, on our stdin/stdout.
 
 ``StdioHostLink.run`` serves the Front's MCP server over the cancellable stdio
-wire (``_stdio_wire``). It tracks, at the wire, every request the host sent
+wire (``wire.stdio``). It tracks, at the wire, every request the host sent
 and every answer written back (``_Unanswered``), which gives two guarantees:
 
 * **EOF with requests pending.** A host that writes its requests and then
@@ -16,7 +16,7 @@ Listen streams (``subscriptions/listen``) stay open by design and are not
 counted; the Front ends them on shutdown.
 
 Plain 2026-era ``tools/call`` requests for 2026-era stdio upstreams skip the
-SDK altogether: the wire splice (``wire_splice.HostSplice``) takes them off the
+SDK altogether: the wire splice (``host.splice.HostSplice``) takes them off the
 wire and answers them on it, tracked in the same unanswered set. First-page
 ``tools/list`` requests too, in either era (``_HandshakeWatch`` tells the
 splice a handshake-era host's version).

@@ -125,7 +125,7 @@ class ToolCalls:
     async def call_tool_wire(
         self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
     ) -> HandlerResult:
-        """The fast path (``fast_path``): the same call, the result as the upstream's JSON object, restamped."""
+        """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, restamped."""
         if self._front.shutting_down:
             return error_result(SHUTTING_DOWN_TEXT)
 

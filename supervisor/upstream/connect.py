@@ -67,7 +67,7 @@ async def open_upstream(
 ) -> AsyncIterator[Upstream]:
     """Connect one generation of ``settings`` and keep its notices flowing.
 
-    ``early``: where a stdio server's process started before the SDK import waits (``stdio_spawn``).
+    ``early``: where a stdio server's process started before the SDK import waits (``upstream.spawn``).
 
     Raises:
         UpstreamUnavailable: The server could not be started or reached, or hung up during the handshake.

@@ -11,7 +11,7 @@ the ``contextvars`` of the task that produced it (the task that POSTed the
 host's call reads that call's response stream), and its dispatcher runs the
 client callbacks in that context. That is how a server→client request or a
 progress/log notice sent on a call's own stream is attributed to the host call
-that caused it (``host_calls.current_call``); a relay task would replace that
+that caused it (``calls.attribution.current_call``); a relay task would replace that
 context with its own.
 
 A server with an ``[oauth]`` table gets the SDK's OAuth provider as the httpx

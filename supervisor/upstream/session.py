@@ -8,24 +8,24 @@ here.
 What crosses, per direction (DESIGN I13):
 
 * **Catalog.** ``list_all`` fetches every page of one kind (tools, prompts,
-  resources, templates) through ``upstream_listing`` (``tools/list`` on a raw
+  resources, templates) through ``upstream.listing`` (``tools/list`` on a raw
   path); tools and prompts go through the shared response cache (I4),
   resource lists always ``bypass`` it (I9).
 * **Requests for a host call** (``call_tool``, ``get_prompt``,
   ``read_resource``, ``complete``) carry the host's progress wish (a progress
   token of ours) and, to a 2026-era server, its log level in ``_meta``. The
   call's progress and request-scoped log notices reach it through the
-  transport tap (``upstream_tap``) in wire order, into its ``CallNotices``,
+  transport tap (``upstream.tap``) in wire order, into its ``CallNotices``,
   which it forwards to its host before returning the result.
   A 2026-era server's ``InputRequiredResult`` is passed through to a 2026-era
   host unchanged (it runs the round and retries with the same
   ``requestState``), and driven for a handshake-era host with its own
   connection answering each embedded request (``HostSide.ask_host``).
 * **Server→client requests** of a handshake-era server (sampling, elicitation,
-  roots) go to ``HostSide.ask_host``, which attributes them (``host_calls``).
+  roots) go to ``HostSide.ask_host``, which attributes them (``calls.attribution``).
 * **Notices.** Change notices differ by era (DESIGN §7): handshake-era servers
   send them to ``message_handler``; 2026-era servers deliver them only on an
-  open ``subscriptions/listen`` stream, which ``upstream_listen.serve_listen``
+  open ``subscriptions/listen`` stream, which ``upstream.listen.serve_listen``
   holds for the generation (re-opened when the subscribed resource URIs change).
   ``on_list_changed(kind)`` must not block. Log messages, resource updates and
   URL-elicitation completions go to the ``HostSide``.
@@ -107,7 +107,7 @@ class Upstream:
         self._progress_tokens = itertools.count(1)
         self._progress_routes: dict[str, CallNotices] = {}
         self.splice: UpstreamSplice | None = None
-        """The stdio wire splice's end of this generation (``wire_splice``); None over HTTP."""
+        """The stdio wire splice's end of this generation (``host.splice``); None over HTTP."""
 
     # -- what this generation is ------------------------------------------------------
 
@@ -138,7 +138,7 @@ class Upstream:
     # -- catalog -----------------------------------------------------------------------
 
     async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]:
-        """Fetch every page of one kind's listing (``upstream_listing.list_all``), handed over as an ``OwnedListing``.
+        """Fetch every page of one kind's listing (``upstream.listing.list_all``), handed over as an ``OwnedListing``.
 
         Raises:
             UpstreamUnavailable: The connection died.
@@ -182,7 +182,7 @@ class Upstream:
         """``call_tool`` for a 2026-era host of this 2026-era server, the result as the server's raw JSON object.
 
         The request skips the SDK's request model and the result its validation
-        (``fast_path``); errors translate as in ``call_tool``, and a result that
+        (``host.fast_path``); errors translate as in ``call_tool``, and a result that
         is not even shaped like one is an ``UpstreamProtocolError``.
         """
         session = self._client.session

@@ -27,7 +27,7 @@ start gained nothing at 50 servers (1.59 -> 1.55 s) and one SDK server less
 Not started early: servers over HTTP, disabled servers, and every server when
 ``spawn_concurrency`` limits start-ups (the limit decides who starts when).
 
-Ownership: a taken process belongs to its transport (``upstream_stdio``),
+Ownership: a taken process belongs to its transport (``upstream.stdio``),
 which reaps it like one it spawned. Whatever is not taken by the time the first
 attempts are made (say, a reload removed the server) is terminated and reaped
 by ``discard_untaken``, and at the latest when ``early_servers`` exits, so an

@@ -29,8 +29,8 @@ from supervisor.calls.results import CallOutcome, wire_result_shaped
 from supervisor.calls.splice import ID_PREFIX, LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import Spans, frame, load, to_json
-from supervisor.wire.frames import DirectWrite
 from supervisor.wire.large import encode_ascii
+from supervisor.wire.pipes import DirectWrite
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream

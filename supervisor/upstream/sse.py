@@ -4,7 +4,7 @@ A thin wrapper over the SDK's ``sse_client``: ``url`` is the server's SSE
 endpoint (a GET stream that names the POST endpoint in its first event). Only
 the handshake era exists on this transport; change notices arrive on the one
 stream, as for any handshake-era server. A killed server ends the GET
-stream, the SDK closes the read stream, and ``upstream_http``'s watcher marks
+stream, the SDK closes the read stream, and ``upstream.http``'s watcher marks
 the generation lost, so the ServerActor reconnects with backoff.
 
 Nursery: none here; ``sse_client`` owns its reader and writer tasks. Waits are

@@ -10,21 +10,21 @@
   On death the read side is closed at once (in-flight requests fail in
   milliseconds) and ``TransportHealth.lost`` is set for the ServerActor.
 * Every exit path takes down the whole process group with
-  ``_proc.terminate_group``: close stdin, a short grace, SIGTERM to the group,
+  ``upstream.process_group.terminate_group``: close stdin, a short grace, SIGTERM to the group,
   a bounded grace, SIGKILL to the group, raced against the group ending. The
   cleanup is shielded and bounded, so neither a cancelled caller nor a wedged
   child can leak or hang it (I11). The context manager returns only once the
   leader is reaped and no live process is left in its group (or after the kill
   escalation ran out, which is logged as an error), so a new generation never
   overlaps the previous child.
-* Stdout is framed by ``_frames.LineBuffer``: linear however long a line, and
+* Stdout is framed by ``wire.frames.LineBuffer``: linear however long a line, and
   a line over ``_MAX_LINE_BYTES`` loses the transport as soon as it grows past
   the cap. Lines that are not JSON-RPC are dropped with a rate-limited warning
   instead of reaching the session; stderr is relayed into the log prefixed
   with the server name, rate-limited, so a flooding child cannot flood us.
 * The child's environment is minimal: PATH, HOME, locale, proxy and CA-bundle
   variables, plus the configured ``env``. Nothing else leaks from the sidecar
-  (``stdio_spawn``, which also starts the first generation's child early).
+  (``upstream.spawn``, which also starts the first generation's child early).
 
 Nursery: the transport owns one nursery for its pump tasks (stdout, stdin,
 stderr, process watcher); all of them end when the context exits.
@@ -50,7 +50,8 @@ from supervisor.config.servers import ServerSettings
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.process_group import terminate_group
 from supervisor.upstream.spawn import spawn_stdio_server
-from supervisor.wire.frames import LineBuffer, PipeReader, encode_batch, widen_pipe
+from supervisor.wire.frames import LineBuffer, encode_batch
+from supervisor.wire.pipes import PipeReader, widen_pipe
 from supervisor.wire.stdio import decode_message
 
 if TYPE_CHECKING:
@@ -133,10 +134,10 @@ async def open_stdio_transport(
     """Spawn ``settings.command`` (or take its early process) and yield the stream pair an ``mcp.Client`` drives.
 
     With ``early``, the process started for this server before the SDK import
-    (``stdio_spawn``) is taken if there is one, and owned from then on exactly
+    (``upstream.spawn``) is taken if there is one, and owned from then on exactly
     like one spawned here.
 
-    With ``splice``, the wire splice (``wire_splice``) queues request lines on
+    With ``splice``, the wire splice (``host.splice``) queues request lines on
     stdin and takes its answers off stdout before they are parsed; its calls
     are failed when the child dies or the transport closes.
 

@@ -2,7 +2,7 @@
 
 ``load`` reads a line the splice takes or claims: small lines through
 ``pydantic_core.from_json`` with ``json.loads`` as the judge, large ones from
-their bytes (``wire_large``: big members proven, not decoded). ``frame`` and
+their bytes (``wire.large``: big members proven, not decoded). ``frame`` and
 ``to_json`` write values as compact UTF-8 JSON; ``utf8_line`` builds a line
 from texts with the stdlib encoder, escaping only what UTF-8 cannot hold.
 
@@ -23,7 +23,7 @@ from supervisor.wire.json_spans import Span
 from supervisor.wire.large import encode_ascii
 
 BIG_LINE_BYTES: Final = 64 * 1024
-"""From this size on, a message is read from its bytes and its large members forwarded unread (``wire_large``)."""
+"""From this size on, a message is read from its bytes and its large members forwarded unread (``wire.large``)."""
 
 
 _encode_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
@@ -73,7 +73,7 @@ class Spans:
 
 
 def load(line: bytes, descend: str) -> tuple[Any, Spans | None]:
-    """The message on ``line``; for a large line also the spans of its ``descend`` member (``wire_large``).
+    """The message on ``line``; for a large line also the spans of its ``descend`` member (``wire.large``).
 
     A large line's big ``descend`` members that the splice does not read are
     empty placeholders in the message (their text is in the spans). A large line

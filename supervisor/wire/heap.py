@@ -23,7 +23,7 @@ peak (a 100,000-tool server) 122.0 -> 123.5 MB, where a 4 MiB mmap threshold
 gave 125.5 (more medium buffers from the heap).
 
 ``large_buffers_warm`` says whether this process got those thresholds: only
-then does ``_frames.PipeReader`` read a large message into a ``bytes`` of its own
+then does ``wire.pipes.PipeReader`` read a large message into a ``bytes`` of its own
 per read (``SplitRead``); elsewhere (a process on glibc's defaults, such as the
 test fixture server) each such buffer would land on fresh pages (306 minor
 faults per 1 MB call measured in the fixture, against 5), so it keeps reading

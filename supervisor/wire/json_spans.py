@@ -1,6 +1,6 @@
 """Where the members of a JSON object lie in its UTF-8 bytes, found without decoding the large ones.
 
-The wire splice (``wire_large``) must read and change a large message's
+The wire splice (``wire.large``) must read and change a large message's
 envelope (its id, the ``_meta`` stamp, the shape of a result) and forward the
 rest as it came. For a 1 MB tool result, decoding and re-encoding the big string
 costs more than everything else the sidecar does for the call, so

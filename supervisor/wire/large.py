@@ -1,17 +1,17 @@
 """Large messages on the stdio wire splice: the envelope read from the bytes, the big members forwarded unread.
 
-A spliced ``tools/call`` (``wire_splice``) whose line is large, typically a
+A spliced ``tools/call`` (``host.splice``) whose line is large, typically a
 1 MB argument or result, crosses the sidecar as bytes end to end: the
-envelope is read by ``_json_spans.scan_object`` without decoding the big
+envelope is read by ``wire.json_spans.scan_object`` without decoding the big
 members (which are proven well-formed, not decoded), and the line written on is
 a few new small pieces around views of the original bytes of everything else
 (``request_pieces``, ``answer_pieces``), written with one ``writev`` while the
-pipe's writer task is idle (``_frames.DirectWrite.write_pieces``) and joined
+pipe's writer task is idle (``wire.pipes.DirectWrite.write_pieces``) and joined
 only when it has to be queued: no ``decode``/``encode`` of the line, no
 ``json.loads``/``json.dumps`` of the large member.
 
 Copies of a 1 MB member per direction: the pipe read; the line copied out of
-the read buffer (``_frames.LineBuffer``: once, the line is that copy); the
+the read buffer (``wire.frames.LineBuffer``: once, the line is that copy); the
 string ``pydantic_core.from_json`` builds while it proves the line well-formed
 (dropped at once); the pipe write. Only a line that must wait for a busy writer
 is joined into one more copy. Passes that copy nothing: the line buffer's

@@ -32,7 +32,8 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from supervisor.wire.frames import DirectWrite, LineBuffer, PipeReader, encode_batch, widen_pipe
+from supervisor.wire.frames import LineBuffer, encode_batch
+from supervisor.wire.pipes import DirectWrite, PipeReader, widen_pipe
 
 __all__ = ["ReadStream", "WriteStream", "decode_message", "open_stdio_wire"]
 
@@ -56,11 +57,11 @@ ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
 WriteStream = MemoryObjectSendStream[SessionMessage]
 
 Intercept = Callable[[bytes], bool]
-"""Sees each incoming line first, synchronously; True takes it off the wire (``wire_splice``)."""
+"""Sees each incoming line first, synchronously; True takes it off the wire (``host.splice``)."""
 Flush = Callable[[], None]
-"""Writes what ``Intercept`` batched (``wire_splice``): called after each chunk, and before the reader awaits."""
+"""Writes what ``Intercept`` batched (``host.splice``): called after each chunk, and before the reader awaits."""
 Linger = Callable[[], float]
-"""How long the reader waits before its next read, so one wake-up takes several lines (``wire_splice``, under load)."""
+"""How long the reader waits before its next read, so one wake-up takes several lines (``host.splice``, under load)."""
 
 _DRAIN_GRACE_SEC = 5.0
 _READ_CHUNK_BYTES = 1 << 20  # a large request in a few wake-ups
