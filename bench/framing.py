@@ -23,7 +23,7 @@ import trio
 from supervisor.config.servers import ServerSettings
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.stdio import open_stdio_transport
-from tests.e2e import line_transport
+from tests.sidecar import line_transport
 
 NOTICE = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"done"}}\n'
 

@@ -22,7 +22,7 @@ import trio
 from mcp import Client
 from mcp.client.client import ConnectMode
 
-from tests.e2e import Host, hold_listen_stream, line_transport
+from tests.sidecar import Host, hold_listen_stream, line_transport
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 FIXTURE_MODULE: Final = "tests.fixtures.fixture_server"
@@ -62,7 +62,7 @@ def cores() -> int:
 # -- processes and hosts (shared by p2..p4) ---------------------------------------------
 #
 # The host side is a real `mcp.Client` over a small newline-delimited JSON-RPC transport
-# of our own (the same approach as tests/e2e.py), used for every variant so the
+# of our own (the same approach as tests/sidecar.py), used for every variant so the
 # comparison holds the client side constant. Every process starts in its own session
 # and carries `BENCH_MARK_ENV` in its environment; `reap_marked` SIGKILLs anything
 # still carrying the mark at the end of a benchmark, so no run leaves orphans.

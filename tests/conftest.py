@@ -16,7 +16,6 @@ the ``e2e`` marker that tries to spawn one fails at once, naming the marker.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -27,8 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import MARK_ENV, scaled
-from tests.redis_server import RedisServer
+from tests.sidecar import MARK_ENV, scaled
 
 ORPHAN_GRACE_SEC = scaled(3.0)
 
@@ -103,45 +101,3 @@ def fast_lane_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pyt
         )
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
-
-
-@pytest.fixture
-def everything_server() -> dict[str, object]:
-    """server-everything's settings table (a sync fixture, so a missing install fails as one clear line).
-
-    Shared by ``test_interop.py`` and ``test_interop_fidelity.py``.
-    """
-    from tests.e2e import command_server  # noqa: PLC0415 - keeps this module's imports light
-    from tests.test_interop import EVERYTHING_JS, INTEROP_DIR, NODE_STARTUP_TIMEOUT_SEC, require_installed  # noqa: PLC0415
-
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: server-everything needs Node.js (20+)", pytrace=False)
-    require_installed(
-        "server-everything",
-        EVERYTHING_JS,
-        INTEROP_DIR / "node_modules/.interop-stamp",
-        INTEROP_DIR / "package-lock.json",
-    )
-    return command_server([node, str(EVERYTHING_JS), "stdio"], startup_timeout_sec=NODE_STARTUP_TIMEOUT_SEC)
-
-
-def _running_redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def shared_redis() -> Iterator[RedisServer]:
-    """One real Redis server for the session (unix socket, no disk); tests separate by key prefix."""
-    yield from _running_redis()
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A real Redis server of this test's own, for tests that kill, pause or flush it."""
-    yield from _running_redis()

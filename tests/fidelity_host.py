@@ -23,7 +23,7 @@ import trio
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import SubscriptionLost
 
-from tests.e2e import Host, scaled
+from tests.sidecar import Host, scaled
 
 ROOT_URI = "file:///work/project"
 
@@ -31,7 +31,7 @@ ROOT_URI = "file:///work/project"
 HOST_ERAS: list[Any] = [pytest.param("auto", id="host2026"), pytest.param("legacy", id="host2025")]
 UPSTREAM_ERAS: list[Any] = [pytest.param((), id="up2026"), pytest.param(("--legacy-only",), id="up2025")]
 # The SDK's HTTP client drops its httpx2 SSE generators unclosed under trio at teardown (a client-side
-# ResourceWarning in the test process, not a sidecar fault; see tests/test_http_front.py).
+# ResourceWarning in the test process, not a sidecar fault; see tests/host/test_http_front.py).
 HTTP_CLIENT_LEAKS_ASYNCGENS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 FRONTS: list[Any] = [
     pytest.param("stdio", id="stdio"),

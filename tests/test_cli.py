@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e import REPO_ROOT, fixture_server, open_host, run_cli, text_of, write_settings
+from tests.sidecar import REPO_ROOT, fixture_server, open_host, run_cli, text_of, write_settings
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e import REPO_ROOT, sidecar_env
+from tests.sidecar import REPO_ROOT, sidecar_env
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

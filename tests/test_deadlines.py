@@ -1,6 +1,6 @@
 """A lint of the suite itself: every real-time deadline in the end-to-end tests goes through ``scaled``.
 
-The e2e modules (those that use ``tests.e2e``, and ``tests/e2e.py`` itself) must
+The e2e modules (those that use ``tests.sidecar``, and ``tests/sidecar.py`` itself) must
 not hand ``trio.fail_after`` / ``trio.move_on_after`` or a ``bound_sec=``
 argument a bare number: such a deadline would ignore ``MCP_SUPERVISOR_TEST_SCALE``
 and turn into a flake on a loaded machine. Static (``ast``), so it runs in the
@@ -18,9 +18,9 @@ BOUNDED_CALLS: Final = frozenset({"fail_after", "move_on_after"})
 
 
 def _e2e_modules() -> list[Path]:
-    modules = [TESTS_DIR / "e2e.py"]
+    modules = [TESTS_DIR / "sidecar.py"]
     for path in sorted(TESTS_DIR.glob("test_*.py")):
-        if "tests.e2e" in path.read_text(encoding="utf-8"):
+        if "tests.sidecar" in path.read_text(encoding="utf-8"):
             modules.append(path)
     return modules
 
@@ -51,6 +51,8 @@ def test_the_lint_spots_bare_number_deadlines_and_accepts_scaled_ones() -> None:
 
 def test_every_deadline_in_the_e2e_tests_is_scaled() -> None:
     offenders = {
-        path.name: lines for path in _e2e_modules() if (lines := unscaled_deadlines(path.read_text(encoding="utf-8")))
+        str(path.relative_to(TESTS_DIR)): lines
+        for path in _e2e_modules()
+        if (lines := unscaled_deadlines(path.read_text(encoding="utf-8")))
     }
-    assert offenders == {}, f"wrap these deadlines in tests.e2e.scaled(...): {offenders}"
+    assert offenders == {}, f"wrap these deadlines in tests.sidecar.scaled(...): {offenders}"

@@ -26,7 +26,7 @@ from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from pydantic import ValidationError
 
-from tests.e2e import open_http_fixture, scaled
+from tests.sidecar import open_http_fixture, scaled
 
 pytestmark = pytest.mark.e2e
 

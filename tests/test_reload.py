@@ -23,11 +23,11 @@ from supervisor.config.servers import ReconnectSettings, ServerSettings
 from supervisor.errors import UpstreamUnavailable
 from supervisor.root import Supervisor
 from supervisor.seams import UpstreamSession
-from tests.e2e import command_server, fixture_server, open_host, scaled, write_settings
 from tests.fakes import FakeServer, tool
+from tests.sidecar import command_server, fixture_server, open_host, scaled, write_settings
 
 BOUND_SEC = 60.0
-"""Virtual seconds for the in-process tests; the end-to-end one scales it (``tests.e2e.scaled``)."""
+"""Virtual seconds for the in-process tests; the end-to-end one scales it (``tests.sidecar.scaled``)."""
 
 
 def _server(name: str, command: str = "x", **changes: Any) -> ServerSettings:

@@ -10,7 +10,7 @@ import trio
 
 from supervisor import serve as serve_module
 from supervisor.config.loader import load_settings
-from tests.e2e import fixture_server, write_settings
+from tests.sidecar import fixture_server, write_settings
 
 BOUND_SEC = 10.0
 

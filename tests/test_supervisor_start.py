@@ -5,8 +5,8 @@ from __future__ import annotations
 import trio
 
 from supervisor.root import Supervisor
-from tests.e2e import scaled
 from tests.fakes import FakeServer, tool
+from tests.sidecar import scaled
 from tests.test_reload import Fleet, _server, _settings
 
 SERVERS = 40

@@ -14,7 +14,7 @@ This Front middleware answers a first-page ``tools/list`` itself:
 * the answer is the SDK's own envelope for an empty listing in that version
   (cache fields, ``resultType`` and the ``serverInfo`` stamp in the 2026 era)
   around those forms, so it is exactly what the SDK's pipeline would give
-  (``tests/test_catalog_wire.py`` compares them for every supported version);
+  (``tests/catalog/test_catalog_wire.py`` compares them for every supported version);
 * ``warm`` makes the forms of new entries for every version a host speaks, as
   servers swap in during a cold start, so the first answer is a join. A host
   counts from its first request that passes here (``initialize``'s negotiated

@@ -6,7 +6,7 @@ coredis 6.9 creates six anyio memory streams per connection in
 unix socket) leaves them open, and each is reported as a ``ResourceWarning``
 when collected: one burst per probe of an unreachable store. ``patch_connection_cleanup``
 wraps ``run`` so that a failed attempt closes them. Idempotent; the assumption
-(the six stream attributes) is checked by ``tests/test_fleet_store.py``.
+(the six stream attributes) is checked by ``tests/fleet/test_fleet_store.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The private ``mcp`` SDK API the raw ``tools/list`` path needs (mcp 2.3), in one place.
 
 A module of its own, like ``compat.oauth``: it belongs to one concern
-(``upstream.listing``), and ``tests/test_compat_listing.py`` holds one test per
+(``upstream.listing``), and ``tests/compat/test_compat_listing.py`` holds one test per
 assumption, so that an SDK upgrade breaks here, loudly.
 
 ``Client.list_tools`` is ``Client._cached_fetch`` around ``ClientSession.list_tools``;

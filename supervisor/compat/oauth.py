@@ -1,7 +1,7 @@
 """The one place that overrides private hooks of the SDK's OAuth client provider (mcp 2.3).
 
 Kept apart from :mod:`supervisor.compat.sdk` (same rule: an SDK upgrade that moves
-one of these breaks here, loudly; ``tests/test_oauth_unit.py`` checks each hook
+one of these breaks here, loudly; ``tests/auth/test_oauth_unit.py`` checks each hook
 still exists). ``SupervisorOAuthProvider`` is the SDK's ``OAuthClientProvider``
 with three changes the sidecar needs:
 

@@ -1,7 +1,7 @@
 """Every use of private or provisional ``mcp`` SDK API, in one place (mcp 2.3).
 
 An SDK upgrade that moves one of these breaks here, loudly, and
-``tests/test_compat.py`` holds one test per assumption. Nothing else in the
+``tests/compat/test_compat.py`` holds one test per assumption. Nothing else in the
 package may import an underscored SDK module or touch an underscored attribute
 of an SDK object.
 
@@ -27,7 +27,7 @@ One private use lives elsewhere on purpose: pydantic-settings'
 ``EnvSettingsSource._load_env_vars`` is overridden in ``config.env`` (an
 injected environment instead of ``os.environ``), because that module is
 imported only when an override variable is set and must not pull in the SDK.
-Its test is in ``tests/test_compat.py`` with the others.
+Its test is in ``tests/compat/test_compat.py`` with the others.
 
 Concurrency: plain functions and aliases; nothing here awaits.
 """

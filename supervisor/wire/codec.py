@@ -51,7 +51,7 @@ def to_json(value: Any) -> bytes:
     except a float's exponent (``1e-5`` for ``1e-05``: the same number). It
     refuses a lone surrogate (UTF-8 has no bytes for it) and nesting beyond its
     depth limit; such a value is encoded by ``utf8_line``, as before.
-    ``tests/test_splice_encoding.py`` holds it to ``json.dumps``.
+    ``tests/host/test_splice_encoding.py`` holds it to ``json.dumps``.
     """
     try:
         return pydantic_core.to_json(value, inf_nan_mode="constants")

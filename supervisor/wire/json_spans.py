@@ -38,7 +38,7 @@ Whatever the scan cannot prove cheaply raises ``Unproven``: a malformed line,
 but also NaN, a duplicate key, whitespace other than spaces where the scan
 walks, or more tokens than ``TOKEN_BUDGET``. The caller then decodes the whole line as before, so the
 scan never accepts a line that ``json.loads`` would refuse, and what it accepts
-it reads as ``json.loads`` would (``tests/test_json_spans.py`` checks both
+it reads as ``json.loads`` would (``tests/wire/test_json_spans.py`` checks both
 against mutated lines).
 
 Pure functions; nothing here awaits.

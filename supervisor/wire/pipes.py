@@ -54,7 +54,7 @@ def _receiver_waiting(stream: Any) -> bool:
     ``statistics().tasks_waiting_receive`` says the same but builds a statistics
     object per question, ~0.7 us, asked four times per spliced call; this reads
     the count it is made of (anyio's private ``_state.waiting_receivers``; the
-    assumption has its own test in ``tests/test_frames_hot.py``).
+    assumption has its own test in ``tests/host/test_frames_hot.py``).
     """
     return bool(stream._state.waiting_receivers)
 
