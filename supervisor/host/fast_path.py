@@ -17,13 +17,8 @@ metrics, the per-call host context that attributes log notices, and a 2026
 ``input_required`` result, which passes through to the host unchanged as it
 does on the general path.
 
-The general path (``call_next``) takes every call the fast path cannot carry
-as-is: a host or upstream of the handshake era (results differ in shape between
-eras), a progress token (the upstream's notices need our token), a retry that
-carries ``inputResponses`` or ``requestState``, a tool with an ``outputSchema``
-(the SDK validates structured content against it), a name that is not routed
-yet (the general path waits for first attempts), and params of an unexpected
-shape (the general path reports the validation error). ``FastToolCalls.taken``
+Which calls it takes, and why the others go the general way (``call_next``),
+is the table in ``host.tool_calls``. ``FastToolCalls.taken``
 counts each way, so tests can prove which path a call took.
 
 Concurrency: synchronous checks, then one awaited upstream call in the

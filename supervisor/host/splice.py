@@ -10,11 +10,10 @@ replaced by ours (``host.fast_path.restamp``). No task is spawned, no channel is
 crossed and no model is built per call. What a call must keep is done here,
 with the same texts as the general path:
 
-* routing, the shutdown refusal, and everything ``host.fast_path`` sends the general
-  way (progress tokens, input retries, handshake-era ends, output schemas,
-  unknown names, any ``_meta`` beyond the 2026 envelope, e.g. a log level) is
-  left to the SDK (``HostSplice.on_line`` returns False), and so is anything
-  that cannot be queued without waiting;
+* routing and the shutdown refusal; a call the splice does not carry (the
+  table in ``host.tool_calls`` says which) is left to the SDK
+  (``HostSplice.on_line`` returns False), and so is anything that cannot be
+  queued without waiting;
 * ``tool_timeout_sec``: each upstream's calls share one timeout, so deadlines
   come in order and one task (``UpstreamSplice.serve_deadlines``) times out the
   oldest, sending the upstream a courtesy ``notifications/cancelled``;

@@ -1,0 +1,161 @@
+"""The table in ``supervisor.host.tool_calls``: which ``tools/call`` takes the splice, the fast path or the SDK path.
+
+One case per condition of each row, in-process: the splice's checks
+(``plain_call`` and ``HostSplice.on_line``) and the fast path's
+(``fast_path_arguments`` and ``FastToolCalls``). The end-to-end proofs that each
+path carries a call like the others are in ``test_wire_splice.py`` and
+``test_fast_path.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any, cast
+
+import anyio
+import pytest
+import trio
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+
+from supervisor.host.fast_path import FastToolCalls
+from supervisor.host.splice import HostSplice
+from supervisor.upstream.splice import UpstreamSplice
+from tests.fakes import SpliceFront, SpliceTracker
+
+MODERN = "2026-07-28"
+HANDSHAKE = "2025-11-25"
+ENVELOPE: dict[str, Any] = {
+    PROTOCOL_VERSION_META_KEY: MODERN,
+    CLIENT_INFO_META_KEY: {"name": "host", "version": "1"},
+    CLIENT_CAPABILITIES_META_KEY: {},
+}
+PLAIN: dict[str, Any] = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}, "_meta": ENVELOPE}
+
+
+def _tool(output_schema: dict[str, Any] | None = None) -> Any:
+    return SimpleNamespace(raw_name="echo", owner="fx", source=SimpleNamespace(output_schema=output_schema))
+
+
+class _Front(SpliceFront):
+    """``SpliceFront`` plus routing and the shutdown flag: what ``HostSplice._take_call`` reads."""
+
+    def __init__(self, routed: tuple[Any, Any] | None, *, shutting_down: bool = False) -> None:
+        super().__init__()
+        self.routed = routed
+        self.shutting_down = shutting_down
+
+    def route(self, public_name: str) -> tuple[Any, Any] | None:
+        return self.routed if public_name == PLAIN["name"] else None
+
+
+def _upstream_splice(stdin: MemoryObjectSendStream[Any], *, ready: bool) -> UpstreamSplice:
+    splice = UpstreamSplice("fx", 60.0)
+    if ready:
+        splice.attach(stdin, None)
+        splice.set_envelope({PROTOCOL_VERSION_META_KEY: MODERN})
+    return splice
+
+
+def _line(params: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+
+
+SPLICE_CASES = [
+    pytest.param(PLAIN, {}, True, id="splice: a plain 2026 call to a ready stdio generation"),
+    pytest.param({**PLAIN, "_meta": {**ENVELOPE, "progressToken": 1}}, {}, False, id="not: a progress token"),
+    pytest.param(
+        {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "debug"}}, {}, False, id="not: a log level"
+    ),
+    pytest.param(
+        {**PLAIN, "_meta": {**ENVELOPE, PROTOCOL_VERSION_META_KEY: HANDSHAKE}}, {}, False, id="not: a handshake version"
+    ),
+    pytest.param({**PLAIN, "requestState": "s"}, {}, False, id="not: an input round's retry"),
+    pytest.param({**PLAIN, "name": "mcp__fx__other"}, {}, False, id="not: a name not routed now"),
+    pytest.param(PLAIN, {"output_schema": {"type": "object"}}, False, id="not: a tool with an outputSchema"),
+    pytest.param(PLAIN, {"wire_upstream": None}, False, id="not: a generation that is not 2026-era and ready"),
+    pytest.param(PLAIN, {"splice": None}, False, id="not: a generation without a splice (HTTP)"),
+    pytest.param(PLAIN, {"ready": False}, False, id="not: a splice not ready yet"),
+    pytest.param(PLAIN, {"shutting_down": True}, False, id="not: shutting down"),
+]
+
+
+@pytest.mark.parametrize(("params", "change", "spliced"), SPLICE_CASES)
+async def test_the_splice_takes_exactly_the_calls_its_row_names(
+    params: dict[str, Any], change: dict[str, Any], spliced: bool
+) -> None:
+    # ``on_line`` is synchronous, as on the host wire's reader task: nothing here awaits, so nothing can hang.
+    stdin, upstream_reads = anyio.create_memory_object_stream[Any](8)
+    out, host_reads = anyio.create_memory_object_stream[Any](8)
+    with stdin, upstream_reads, out, host_reads:
+        upstream = _upstream_splice(stdin, ready=change.get("ready", True))
+        generation = SimpleNamespace(splice=change.get("splice", upstream))
+        actor = SimpleNamespace(wire_upstream=change.get("wire_upstream", generation))
+        front = _Front((_tool(change.get("output_schema")), actor), shutting_down=change.get("shutting_down", False))
+        host = HostSplice(cast(Any, front), SpliceTracker())
+        host.attach(out.clone())
+        assert host.on_line(_line(params)) is spliced
+        assert host.taken == {"spliced" if spliced else "sdk": 1}
+        if spliced:  # the request went to the upstream's stdin, with our id and the raw name
+            sent = json.loads(upstream_reads.receive_nowait())
+            assert sent["id"].startswith("mcp-supervisor/splice/")
+            assert sent["params"]["name"] == "echo"
+        host.attach(None)
+
+
+def _ctx(params: Any, *, version: str = MODERN, method: str = "tools/call") -> Any:
+    return SimpleNamespace(method=method, params=params, protocol_version=version)
+
+
+FAST_CASES = [
+    pytest.param(_ctx(PLAIN), {}, "fast", id="fast: a plain 2026 call to a 2026-era generation"),
+    pytest.param(
+        _ctx({**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "debug"}}),
+        {},
+        "fast",
+        id="fast: any _meta but a progress token (unlike the splice)",
+    ),
+    pytest.param(_ctx(PLAIN, version=HANDSHAKE), {}, "general", id="SDK: a handshake-era host"),
+    pytest.param(_ctx({**PLAIN, "_meta": {"progressToken": 7}}), {}, "general", id="SDK: a progress token"),
+    pytest.param(_ctx({**PLAIN, "inputResponses": {}}), {}, "general", id="SDK: an input round's retry"),
+    pytest.param(_ctx({**PLAIN, "arguments": [1]}), {}, "general", id="SDK: params of an unexpected shape"),
+    pytest.param(_ctx({**PLAIN, "name": "mcp__fx__other"}), {}, "general", id="SDK: a name not routed yet"),
+    pytest.param(_ctx(PLAIN), {"output_schema": {"type": "object"}}, "general", id="SDK: an outputSchema"),
+    pytest.param(_ctx(PLAIN), {"wire_upstream": None}, "general", id="SDK: a handshake-era or unready generation"),
+]
+
+
+@pytest.mark.parametrize(("ctx", "change", "path"), FAST_CASES)
+async def test_the_fast_path_takes_exactly_the_calls_its_row_names_and_the_sdk_path_the_rest(
+    ctx: Any, change: dict[str, Any], path: str
+) -> None:
+    actor = SimpleNamespace(wire_upstream=change.get("wire_upstream", object()))
+    front = _Front((_tool(change.get("output_schema")), actor))
+    taken: list[str] = []
+
+    async def run_call(ctx: Any, tool: Any, actor: Any, arguments: Any) -> Any:
+        taken.append("fast")
+        return {}
+
+    async def call_next(ctx: Any) -> Any:
+        taken.append("general")
+        return {}
+
+    with trio.fail_after(5):
+        await FastToolCalls(front.route, cast(Any, run_call))(ctx, cast(Any, call_next))
+    assert taken == [path]
+
+
+async def test_every_other_method_goes_past_the_fast_path_untouched() -> None:
+    taken: list[str] = []
+
+    async def call_next(ctx: Any) -> Any:
+        taken.append(ctx.method)
+        return {}
+
+    fast = FastToolCalls(lambda name: None, cast(Any, None))
+    with trio.fail_after(5):
+        await fast(_ctx(PLAIN, method="prompts/get"), cast(Any, call_next))
+    assert taken == ["prompts/get"]
+    assert fast.taken == {}
