@@ -9,7 +9,7 @@ Reported, per backend: upstream ``tools/list`` count (target with redis: 5,
 one per upstream), the median time-to-ready of the N-1 (and the ratio memory /
 redis). Then, in-process against the same Redis: the latency of a catalog
 lookup served by the local store vs one served by the fleet store (a local
-miss answered by Redis), and the coredis client figures the README's design
+miss answered by Redis), and the coredis client figures docs/fleet.md's design
 notes quote (GET/s with 32 tasks on one connection and CPU per operation;
 cancellations of 20 ms scripts; time to fail when Redis is down).
 
