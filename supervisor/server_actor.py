@@ -12,10 +12,11 @@ The actor runs three tasks in the nursery it owns:
 * the **mailbox worker** (``catalog_sync.CatalogSync``) is the only code
   that syncs or withdraws this server's entries: coalesced, debounced, one
   action at a time (I1), fetch-then-swap (I2, I3).
-* the **standing-state worker** applies what every generation must carry
-  (the log level hosts asked for, the resource URIs hosts subscribed to) to
-  the current generation, after its first sync and whenever it changes, and
-  passes a host's ``roots/list_changed`` on (coalesced, never blocking the host).
+* the **standing-state worker** (``standing_state.StandingState``) applies
+  what every generation must carry (the log level hosts asked for, the
+  resource URIs hosts subscribed to) to the current generation, after its
+  first sync and whenever it changes, and passes a host's
+  ``roots/list_changed`` on (coalesced, never blocking the host).
 
 Requests for a host (``call_tool``, ``get_prompt``, ``read_resource``,
 ``complete``) run in the caller's task against the current generation (so a
@@ -50,6 +51,7 @@ from supervisor.config.servers import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_
 from supervisor.errors import UpstreamError, UpstreamNeedsLogin, UpstreamTimeout, UpstreamUnavailable, first_leaf
 from supervisor.ops.status import ServerStatus
 from supervisor.seams import ActorEvents, Connector, UpstreamSession
+from supervisor.standing_state import StandingState
 from supervisor.upstream.backoff import Backoff
 from supervisor.upstream.session import Upstream
 
@@ -109,10 +111,12 @@ class ServerActor:
         self.status = ServerStatus(settings.name, max_attempts=settings.reconnect.max_attempts)
         self._upstream: UpstreamSession | None = None
         self._first_attempt_done = trio.Event()
-        self._log_level: types.LoggingLevel | None = None
-        self._subscriptions: frozenset[str] = frozenset()
-        self._standing_changed = trio.Event()
-        self._roots_notice_due = False
+        self._standing = StandingState(
+            settings.name,
+            settings.tool_timeout_sec,
+            current_upstream=lambda: self._upstream,
+            ready=lambda: self.status.state == "ready",
+        )
         self.stopping_reason: str | None = None
         """Set by the Supervisor while a reload stops this actor: every request fails at once with it."""
         self._catalog_sync = CatalogSync(
@@ -131,7 +135,7 @@ class ServerActor:
         """Serve this server until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._catalog_sync.serve)
-            nursery.start_soon(self._serve_standing_state)
+            nursery.start_soon(self._standing.serve)
             task_status.started()
             await self._serve_generations()
 
@@ -141,20 +145,15 @@ class ServerActor:
 
     def set_log_level(self, level: types.LoggingLevel | None) -> None:
         """Ask every generation, from now on, for log messages at ``level`` and above (None: no change)."""
-        if level != self._log_level:
-            self._log_level = level
-            self._standing_changed.set()
+        self._standing.set_log_level(level)
 
     def set_subscriptions(self, uris: frozenset[str]) -> None:
         """Keep every generation, from now on, subscribed to exactly ``uris``."""
-        if uris != self._subscriptions:
-            self._subscriptions = uris
-            self._standing_changed.set()
+        self._standing.set_subscriptions(uris)
 
     def notify_roots_changed(self) -> None:
         """A host's roots changed: tell the current generation (once, however many notices came meanwhile)."""
-        self._roots_notice_due = True
-        self._standing_changed.set()
+        self._standing.notify_roots_changed()
 
     async def apply_subscriptions(self) -> None:
         """Bring the current generation's subscriptions in line now, and return once the server has them.
@@ -168,7 +167,7 @@ class ServerActor:
         upstream = self._upstream
         if upstream is None or self.status.state != "ready":
             return  # the next generation gets them after its first sync
-        subscriptions = self._subscriptions
+        subscriptions = self._standing.subscriptions
         await self._forward("resource subscriptions", lambda up: up.set_subscriptions(subscriptions))
 
     @property
@@ -267,7 +266,7 @@ class ServerActor:
             raise UpstreamUnavailable(self.name, self.stopping_reason)
         upstream = self._upstream
         if upstream is None or self.status.state != "ready":
-            raise UpstreamUnavailable(self.name, self.unavailable_message())
+            raise UpstreamUnavailable(self.name, self.status.unavailable_message())
         timeout = self.settings.tool_timeout_sec
         try:
             with trio.fail_after(timeout):
@@ -354,7 +353,7 @@ class ServerActor:
                             identity=str(upstream.identity),
                         )
                         self._first_attempt_done.set()
-                        self._standing_changed.set()  # a new generation carries no log level or subscriptions yet
+                        self._standing.generation_ready()
                         logger.info(
                             "server=%s generation=%d ready: %d tools (%s, %s)",
                             self.name, self.status.generation, self.status.tool_count,
@@ -437,27 +436,6 @@ class ServerActor:
             self._cache.evict(self.name, "unknown_tool", (TOOLS_LIST,))
         self.request_sync("refresh", "unknown_tool", frozenset({"tools"}))
 
-    # -- standing state ------------------------------------------------------------------
-
-    async def _serve_standing_state(self) -> None:
-        """Apply the log level, the resource subscriptions and a due roots notice to the current generation."""
-        while True:
-            await self._standing_changed.wait()
-            self._standing_changed = trio.Event()
-            upstream = self._upstream
-            if upstream is None or self.status.state != "ready":
-                self._roots_notice_due = False  # a new generation has cached no roots: nothing to tell it
-                continue  # the next generation gets the rest after its first sync
-            try:
-                with trio.fail_after(self.settings.tool_timeout_sec):
-                    await upstream.set_log_level(self._log_level)
-                    await upstream.set_subscriptions(self._subscriptions)
-                    if self._roots_notice_due:
-                        self._roots_notice_due = False
-                        await upstream.roots_changed()
-            except (UpstreamError, MCPError, trio.TooSlowError) as exc:
-                logger.warning("server=%s could not apply log level / subscriptions / roots: %s", self.name, exc)
-
     # -- status --------------------------------------------------------------------------
 
     def _set_status(
@@ -472,23 +450,3 @@ class ServerActor:
     def _log_fields(self) -> dict[str, object]:
         """The structured fields of this server's log records (``extra=``), for JSON logs."""
         return {"server": self.name, "generation": self.status.generation}
-
-    def unavailable_message(self) -> str:
-        """Why requests to this server fail right now, and what to do about it."""
-        status = self.status
-        if status.state == "failed":
-            return (
-                f"server {self.name!r} failed after {status.attempt} attempts ({status.last_error}); "
-                "fix it and reload the configuration"
-            )
-        if status.state == "reconnecting":
-            return (
-                f"server {self.name!r} is reconnecting (attempt {status.attempt}/{status.max_attempts}); "
-                "try again shortly"
-            )
-        if status.state == "needs_login":
-            return status.last_error or f"server {self.name!r} needs login; run `mcp-supervisor login {self.name}`"
-        if status.state == "ready":
-            # "ready" but no upstream: the generation was lost and is still being torn down.
-            return f"server {self.name!r} lost its connection and is reconnecting; try again shortly"
-        return f"server {self.name!r} is {status.state}; try again shortly"

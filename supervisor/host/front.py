@@ -201,7 +201,7 @@ class Front:
         """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
         for actor in self._supervisor.actors.values():
             if actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
-                return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {actor.unavailable_message()}")
+                return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {actor.status.unavailable_message()}")
         return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}")
 
     # -- requests for one server ------------------------------------------------------

@@ -122,3 +122,21 @@ class ServerStatus:
         if self.last_error and self.state != "disabled":
             text += f"; last error: {self.last_error}"
         return text
+
+    def unavailable_message(self) -> str:
+        """Why requests to this server fail right now (it is not ready), and what to do about it."""
+        if self.state == "failed":
+            return (
+                f"server {self.name!r} failed after {self.attempt} attempts ({self.last_error}); "
+                "fix it and reload the configuration"
+            )
+        if self.state == "reconnecting":
+            return (
+                f"server {self.name!r} is reconnecting (attempt {self.attempt}/{self.max_attempts}); try again shortly"
+            )
+        if self.state == "needs_login":
+            return self.last_error or f"server {self.name!r} needs login; run `mcp-supervisor login {self.name}`"
+        if self.state == "ready":
+            # "ready" but no upstream: the generation was lost and is still being torn down.
+            return f"server {self.name!r} lost its connection and is reconnecting; try again shortly"
+        return f"server {self.name!r} is {self.state}; try again shortly"
