@@ -42,8 +42,8 @@ connections are only touched without ``await`` in between, so they need no lock.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Final, TypeVar
 
 import mcp_types as types
@@ -61,7 +61,7 @@ from supervisor._version import __version__
 from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome
 from supervisor.catalog.naming import PREFIX
-from supervisor.catalog.registry import RegisteredTool
+from supervisor.catalog.registry import RegisteredPrompt, RegisteredTool
 from supervisor.catalog.wire_form import ToolsListWireCache
 from supervisor.compat.sdk import add_server_middleware, connection_of
 from supervisor.errors import UpstreamError
@@ -70,6 +70,7 @@ from supervisor.host.exchanges import ExchangeTable
 from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
+from supervisor.host.routing import route_when_known
 from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
 from supervisor.root import Supervisor
@@ -197,6 +198,22 @@ class Front:
         with trio.move_on_after(min(self._supervisor.startup_bound_sec, bound_sec)):
             await self._supervisor.wait_first_attempts()
 
+    async def routed(self, route: Callable[[], T]) -> T:
+        """``route()``, waiting for the first attempts before it answers "unknown" (``routing``: the one rule)."""
+        return await route_when_known(route, self._supervisor)
+
+    async def route_tool(self, public_name: str) -> tuple[RegisteredTool, ServerActor]:
+        """The tool named ``public_name`` and its actor, once the first attempts allow saying it is unknown."""
+        return await self.routed(lambda: self._known(self._supervisor.route(public_name), "tool", public_name))
+
+    async def _route_prompt(self, public_name: str) -> tuple[RegisteredPrompt, ServerActor]:
+        return await self.routed(lambda: self._known(self._supervisor.route_prompt(public_name), "prompt", public_name))
+
+    def _known(self, routed: T | None, kind: str, name: str) -> T:
+        if routed is None:
+            raise self.unknown(kind, name)
+        return routed
+
     def unknown(self, kind: str, name: str) -> MCPError:
         """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
         for actor in self._supervisor.actors.values():
@@ -232,13 +249,7 @@ class Front:
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
-        routed = self._supervisor.route_prompt(params.name)
-        if routed is None:
-            await self.wait_for_first_attempts(math.inf)
-            routed = self._supervisor.route_prompt(params.name)
-        if routed is None:
-            raise self.unknown("prompt", params.name)
-        prompt, actor = routed
+        prompt, actor = await self._route_prompt(params.name)
         return await self._forward_or_error(
             ctx,
             actor,
@@ -250,7 +261,7 @@ class Front:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
-        actor = self._routes.owner_of(uri)
+        actor = await self.routed(lambda: self._routes.owner_of(uri))
         return await self._forward_or_error(
             ctx, actor, f"resources/read {uri}", lambda call: actor.read_resource(uri, call)
         )
@@ -261,15 +272,13 @@ class Front:
         ref = params.ref
         actor: ServerActor
         if isinstance(ref, types.PromptReference):
-            routed = self._supervisor.route_prompt(ref.name)
-            if routed is None:
-                raise MCPError(INVALID_PARAMS, f"Unknown prompt: {ref.name}")
-            prompt, actor = routed
+            prompt, actor = await self._route_prompt(ref.name)
             upstream_ref: types.PromptReference | types.ResourceTemplateReference = types.PromptReference(
                 name=prompt.raw_name
             )
         else:
-            actor = self._routes.template_owner(ref.uri)
+            template = ref.uri
+            actor = await self.routed(lambda: self._routes.template_owner(template))
             upstream_ref = ref
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
@@ -335,7 +344,7 @@ class Front:
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         uri = str(params.uri)
-        actor = self._routes.owner_of(uri)
+        actor = await self.routed(lambda: self._routes.owner_of(uri))
         connection = connection_of(ctx.session)
         self._relay.legacy.capture(connection)
         self._relay.subscriptions.subscribe(connection, uri, actor.name)
@@ -356,7 +365,7 @@ class Front:
         owners: dict[str, ServerActor] = {}
         for uri in params.notifications.resource_subscriptions or ():
             try:
-                owner = self._routes.owner_of(uri)
+                owner = await self.routed(partial(self._routes.owner_of, uri))
             except MCPError:
                 continue  # honored but never fires, as with a direct server and an unknown URI
             self._relay.subscriptions.subscribe(stream, uri, owner.name)

@@ -40,7 +40,6 @@ cancels the upstream request); no state here beyond the Front's.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -78,9 +77,7 @@ class CallingFront(Protocol):
 
     def note_call_failure(self, tool: RegisteredTool, kind: str, text: str) -> None: ...
 
-    async def wait_for_first_attempts(self, bound_sec: float) -> None: ...
-
-    def unknown(self, kind: str, name: str) -> MCPError: ...
+    async def route_tool(self, public_name: str) -> tuple[RegisteredTool, ServerActor]: ...
 
     async def forward(
         self, ctx: ServerRequestContext[Any], actor: ServerActor, what: str, request: Callable[[HostCall], Awaitable[T]]
@@ -104,16 +101,9 @@ class ToolCalls:
         front = self._front
         if front.shutting_down:
             return error_result(SHUTTING_DOWN_TEXT)
-        routed = front.route(params.name)
-        if routed is None:
-            # Right after start a host may call before every server has listed its
-            # tools: the host asked for this very tool, so wait for the first attempts
-            # as long as they may take (startup_timeout_sec), not a list's short wait.
-            await front.wait_for_first_attempts(math.inf)
-            routed = front.route(params.name)
-        if routed is None:
-            raise front.unknown("tool", params.name)
-        tool, actor = routed
+        # Right after start a host may call before every server has listed its tools: the
+        # host asked for this very tool, so the route waits for the first attempts (``routing``).
+        tool, actor = await front.route_tool(params.name)
         arguments = params.arguments
 
         async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
