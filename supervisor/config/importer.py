@@ -119,7 +119,7 @@ def _server_toml(name: str, original: str, entry: dict[str, Any], where: str) ->
             _refuse(url_problem(url), f"{where}.url")
         lines.append(f"url = {_value(url)}")
         if entry.get("type") == "sse":
-            lines.append('transport = "sse"')  # the legacy HTTP+SSE transport (upstream_sse)
+            lines.append('transport = "sse"')  # the legacy HTTP+SSE transport (upstream.sse)
         tables.append(("http_headers", _string_map(entry.get("headers", {}), f"{where}.headers")))
         dropped = [k for k in ("command", "args", "env", "cwd") if k in entry]
     else:

@@ -262,7 +262,7 @@ class PipeReader:
                 take whatever arrived meanwhile without parking; park only if
                 nothing did. A pump whose peer writes one message at a time
                 takes several of them in one wake-up this way (the pumps ask for
-                it only under load: ``wire_splice.LINGER_FROM_CALLS``). After a
+                it only under load: ``calls.splice.LINGER_FROM_CALLS``). After a
                 linger that found nothing the next read parks at once, so a
                 peer that is slow to write costs at most every other read a
                 wasted wait.
