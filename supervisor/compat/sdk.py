@@ -23,11 +23,9 @@ of an SDK object.
   headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
   is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``).
 
-One private use lives elsewhere on purpose: pydantic-settings'
-``EnvSettingsSource._load_env_vars`` is overridden in ``config.env`` (an
-injected environment instead of ``os.environ``), because that module is
-imported only when an override variable is set and must not pull in the SDK.
-Its test is in ``tests/compat/test_compat.py`` with the others.
+The other private uses have modules of their own beside this one, so that
+importing one pulls in nothing else: ``listing`` and ``oauth`` (the SDK),
+``coredis``, ``anyio`` and ``pydantic_settings``.
 
 Concurrency: plain functions and aliases; nothing here awaits.
 """

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import create_model
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from supervisor.compat.pydantic_settings import MappingEnvSource
 from supervisor.config.models import ENV_PREFIX, Settings
 
 
@@ -30,21 +31,10 @@ _SECTIONS: dict[str, Any] = {
 _Shape = create_model("_Shape", __base__=_Sections, **_SECTIONS)
 
 
-class _EnvSource(EnvSettingsSource):
-    """pydantic-settings' env source reading an injected mapping instead of os.environ."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(_Shape)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {(k if self.case_sensitive else k.lower()): v for k, v in self._environ.items()}
-
-
 def read_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     """The override variables in ``environ`` as a nested mapping, not yet validated.
 
     Raises:
         ValueError: A variable holds a value that cannot be parsed (e.g. bad JSON for a table).
     """
-    return _EnvSource(environ)()
+    return MappingEnvSource(_Shape, environ)()

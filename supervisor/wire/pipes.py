@@ -36,6 +36,7 @@ from typing import Any, Final
 import anyio
 import trio
 
+from supervisor.compat.anyio import receiver_waiting
 from supervisor.wire.heap import large_buffers_warm
 
 logger = logging.getLogger(__name__)
@@ -46,17 +47,6 @@ MAX_DIRECT_BYTES: Final = 64 * 1024
 """Lines from this size on are not batched by ``try_write`` (the wire splice writes them with ``write_pieces``)."""
 CUT_FROM_COPY_BYTES: Final = 64 * 1024
 """A whole-lines read from this size on is copied without its final newline (``LineBuffer``)."""
-
-
-def _receiver_waiting(stream: Any) -> bool:
-    """Whether a task is parked in ``receive`` on the anyio memory stream ``stream`` (its writer is idle).
-
-    ``statistics().tasks_waiting_receive`` says the same but builds a statistics
-    object per question, ~0.7 us, asked four times per spliced call; this reads
-    the count it is made of (anyio's private ``_state.waiting_receivers``; the
-    assumption has its own test in ``tests/host/test_frames_hot.py``).
-    """
-    return bool(stream._state.waiting_receivers)
 
 
 class DirectWrite:
@@ -106,7 +96,7 @@ class DirectWrite:
         """Accept ``line`` into the batch (True), or refuse it (False: queue it instead)."""
         if self._fd is None or len(line) >= MAX_DIRECT_BYTES:
             return False
-        if not _receiver_waiting(self._stream):
+        if not receiver_waiting(self._stream):
             return False  # the writer is busy or was handed something: queue behind it
         self._batch.append(line)
         if then is not None:
@@ -115,7 +105,7 @@ class DirectWrite:
 
     def flush(self) -> None:
         """Write the batch now if the writer is still parked; else leave it for the writer's ``take``."""
-        if not self._batch or self._fd is None or not _receiver_waiting(self._stream):
+        if not self._batch or self._fd is None or not receiver_waiting(self._stream):
             return
         data = self._batch[0] if len(self._batch) == 1 else b"".join(self._batch)
         fd = self._fd
@@ -136,7 +126,7 @@ class DirectWrite:
         just have handed it the batch's rest): queue the joined line behind it.
         """
         self.flush()
-        if self._fd is None or not _receiver_waiting(self._stream):
+        if self._fd is None or not receiver_waiting(self._stream):
             return False
         fd = self._fd
         written = self._write_now(lambda: os.writev(fd, pieces))

@@ -1,4 +1,4 @@
-"""One test per assumption about private or provisional API (``compat/sdk.py``, ``config/env.py``).
+"""One test per assumption about private or provisional API (``compat/sdk.py``, ``compat/pydantic_settings.py``).
 
 When an upgrade of ``mcp`` or pydantic-settings moves one of these, the test
 that names it fails here, loudly, instead of a feature failing somewhere else.

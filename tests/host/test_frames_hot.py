@@ -1,7 +1,5 @@
 """The call path's cheaper steps keep what the dearer ones did (issue 11).
 
-* ``wire.pipes._receiver_waiting`` reads anyio's private receiver count: it must
-  say what ``statistics().tasks_waiting_receive`` says.
 * ``wire.codec.load_small`` parses with ``pydantic_core.from_json`` first: it
   must return the values, and refuse the lines, of ``json.loads(line.decode())``.
 * ``LineBuffer`` holds a whole-lines view as ``bytes``: the lines must come out
@@ -17,30 +15,12 @@ from typing import Any, cast
 
 import anyio
 import pytest
-import trio
-import trio.testing
 
 from supervisor.calls.splice import SplicedCall
 from supervisor.host.splice import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import load_small
 from supervisor.wire.frames import LineBuffer
-from supervisor.wire.pipes import _receiver_waiting
-
-
-async def test_the_receiver_count_read_from_anyio_matches_its_statistics_parked_or_not() -> None:
-    send, receive = anyio.create_memory_object_stream[bytes](0)
-    with trio.fail_after(5):
-        async with send, receive, trio.open_nursery() as nursery:
-            assert not _receiver_waiting(send)
-            assert send.statistics().tasks_waiting_receive == 0
-            nursery.start_soon(receive.receive)
-            await trio.testing.wait_all_tasks_blocked()
-            assert _receiver_waiting(send)
-            assert send.statistics().tasks_waiting_receive == 1
-            send.send_nowait(b"x")  # hands it over: nobody waits any more
-            assert not _receiver_waiting(send)
-            assert send.statistics().tasks_waiting_receive == 0
 
 
 def _outcome(parse: Any, line: bytes) -> tuple[str, Any]:
