@@ -8,7 +8,11 @@ costs a handful of fetches (I1).
 
 A sync is fetch-then-swap over the kinds it was asked for (tools, prompts,
 resources, templates). The fetch (all pages) never touches the Registry; a
-failed fetch leaves the previous generation registered (I2). Tools and prompts
+failed fetch leaves the previous generation registered (I2), kind by kind: a
+failed or late listing of an optional kind (prompts, resources, templates; the
+server answered, but not usably) keeps that kind's previous entries while the
+others swap, and ``ServerStatus.failed_kinds`` names it; a failed tools listing,
+or a lost connection, fails the whole sync. Tools and prompts
 go through the catalog cache's race guard (I7); resource lists always bypass
 it (I9). The swap is one synchronous ``Registry.swap_many`` call, so the host
 never sees a mixture (I3).
@@ -38,7 +42,7 @@ from supervisor.catalog.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
 from supervisor.catalog.mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason
 from supervisor.catalog.registry import ALL_KINDS, Definition, DuplicateName, Kind, OwnedListing, Registry
 from supervisor.config.servers import ServerSettings
-from supervisor.errors import UpstreamError
+from supervisor.errors import UpstreamError, UpstreamProtocolError
 from supervisor.ops.status import ServerStatus
 from supervisor.seams import ActorEvents, UpstreamSession
 
@@ -179,10 +183,23 @@ class CatalogSync:
         self.syncs_running += 1
         self.fetches += 1
         timeout = self.settings.startup_timeout_sec
+        deadline = trio.current_time() + timeout
+        failed: dict[str, str] = {}
         try:
-            with trio.fail_after(timeout):
-                for kind in (k for k in ALL_KINDS if k in kinds and k in upstream.kinds):
-                    listings[kind] = await self._fetch(upstream, kind, mode, identity_key)
+            for kind in (k for k in ALL_KINDS if k in kinds and k in upstream.kinds):
+                try:
+                    with trio.fail_at(deadline):
+                        listings[kind] = await self._fetch(upstream, kind, mode, identity_key)
+                except (UpstreamProtocolError, trio.TooSlowError) as exc:
+                    if kind == "tools":
+                        raise
+                    # An optional kind the host may never use must not take the tools down: it keeps
+                    # its previous entries (I2 per kind) and the status names it.
+                    failed[kind] = (
+                        str(exc)
+                        if isinstance(exc, UpstreamError)
+                        else f"{kind} listing did not answer within {timeout:g}s (startup_timeout_sec)"
+                    )
         except UpstreamError as exc:
             return self._sync_failed(reason, str(exc))
         except trio.TooSlowError:
@@ -191,7 +208,15 @@ class CatalogSync:
             self.syncs_running -= 1
         if "tools" in listings:
             listings["tools"] = _allowed(listings["tools"], self.settings)
-        return self._swap(reason, listings)
+        outcome = self._swap(reason, listings)
+        self._transition(ServerStatus.record_kinds, fetched=listings.keys(), failed=failed)
+        for failed_kind, error in failed.items():
+            logger.warning(
+                "server=%s sync=%s %s not listed, previous %s kept: %s",
+                self.name, reason, failed_kind, failed_kind, error, extra=self._log_fields,
+            )  # fmt: skip
+            self._transition(ServerStatus.record_error, error)
+        return outcome
 
     async def _fetch(
         self, upstream: UpstreamSession, kind: Kind, mode: CacheMode, identity_key: str | None

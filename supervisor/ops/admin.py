@@ -133,6 +133,7 @@ def status_document(supervisor: Observed) -> dict[str, Any]:
                 "last_sync_reason": status.last_sync_reason,
                 "syncs": status.syncs,
                 "conflicts": list(status.conflicts),
+                "failed_kinds": dict(status.failed_kinds),
                 "catalog_cache": None if cache is None else {"entries": cache["entries"], "hits": cache["hits"],
                                                              "misses": cache["misses"]},
             }

@@ -13,6 +13,7 @@ never written by an actor: the Supervisor reports it for an actor whose stop
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -45,6 +46,8 @@ class ServerStatus:
     last_sync_at: float | None = None
     last_sync_reason: str | None = None
     conflicts: list[str] = field(default_factory=list)
+    failed_kinds: dict[str, str] = field(default_factory=dict)
+    """Optional kinds (prompts, resources, templates) whose last fetch failed, and why; their previous entries stay."""
     syncs: int = 0
     """Syncs run (each one a fetch of the listings asked for plus a swap)."""
 
@@ -94,6 +97,12 @@ class ServerStatus:
         self.syncs += 1
         self.conflicts = conflicts
 
+    def record_kinds(self, *, fetched: Iterable[str], failed: Mapping[str, str]) -> None:
+        """A sync fetched the kinds ``fetched`` and failed to fetch those in ``failed`` (kind → why)."""
+        for kind in fetched:
+            self.failed_kinds.pop(kind, None)
+        self.failed_kinds.update(failed)
+
     def record_error(self, error: str) -> None:
         """Something failed without changing the state (a failed sync keeps the previous tools)."""
         self.last_error = error
@@ -119,6 +128,8 @@ class ServerStatus:
             text += "; no change notices"
         if self.conflicts:
             text += f"; conflicts: {', '.join(self.conflicts)}"
+        if self.failed_kinds:
+            text += f"; {', '.join(sorted(self.failed_kinds))} not listed (previous kept)"
         if self.last_error and self.state != "disabled":
             text += f"; last error: {self.last_error}"
         return text

@@ -1,7 +1,7 @@
 """Prompts (and every other kind) are synced like tools (DESIGN I13 with I1-I3), on the virtual clock.
 
 A prompt notice re-syncs prompts only, through the mailbox, debounced; a failed
-prompt fetch keeps the previous prompts; a prompt listing that collides with a
+prompt fetch keeps the previous prompts, and never the tools from being served; a prompt listing that collides with a
 squatter keeps the previous generation of prompts while the tools swap; a
 withdrawal removes every kind; ``namespace = false`` exposes raw names.
 """
@@ -83,6 +83,33 @@ async def test_I2_a_failed_prompt_fetch_keeps_the_previous_prompts(autojump_cloc
             assert _prompts(registry) == [("mcp__srv__greet", "v1")]
             assert "prompts/list failed" in (actor.status.last_error or "")
             assert actor.status.state == "ready"
+            nursery.cancel_scope.cancel()
+
+
+async def test_I2_per_kind_a_bad_prompt_listing_on_the_first_sync_leaves_the_tools_served_and_names_the_kind(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # An optional kind the host may never use must not take the server's tools down (issue 30, item 4).
+    fake = FakeServer([tool("echo")])
+    fake.prompts = [prompt("greet", "v1")]
+    fake.prompt_fetch_error = UpstreamProtocolError("srv", "server 'srv': prompts/list returned an invalid result")
+    registry = Registry()
+    actor = _actor(fake, registry)
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(actor.run)
+            await actor.wait_first_attempt()
+            assert actor.status.state == "ready"
+            assert [t.name for t in registry.tools()] == ["mcp__srv__echo"]
+            assert _prompts(registry) == []
+            assert actor.status.failed_kinds == {"prompts": "server 'srv': prompts/list returned an invalid result"}
+            assert "prompts not listed (previous kept)" in actor.status.describe()
+
+            fake.prompt_fetch_error = None  # the server mends its listing and says so
+            fake.notify_prompts_changed()
+            await trio.sleep(LIST_CHANGED_DEBOUNCE_SEC * 2)
+            assert _prompts(registry) == [("mcp__srv__greet", "v1")]
+            assert actor.status.failed_kinds == {}
             nursery.cancel_scope.cancel()
 
 
