@@ -28,7 +28,7 @@ handler's own task; no state beyond counters.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -47,27 +47,6 @@ RunCall = Callable[
     [ServerRequestContext[Any, Any], "RegisteredTool", "ServerActor", "dict[str, Any] | None"],
     Awaitable[HandlerResult],
 ]
-
-
-def wire_result_shaped(result: Mapping[str, Any]) -> bool:
-    """Whether a raw ``tools/call`` result is shaped like one: the host's client validates the rest.
-
-    A complete result carries a ``content`` list (and ``isError``, if any, is a
-    boolean); an ``input_required`` one is passed on to the host as it is.
-    """
-    if result.get("resultType") == "input_required":
-        return True
-    is_error = result.get("isError")
-    return isinstance(result.get("content"), list) and (is_error is None or isinstance(is_error, bool))
-
-
-def strip_server_stamp(result: Any) -> Any:
-    """Drop the upstream's ``serverInfo`` ``_meta`` stamp: the host talks to us, not to it."""
-    meta = getattr(result, "meta", None)
-    if meta and SERVER_INFO_META_KEY in meta:
-        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
-        return result.model_copy(update={"meta": rest or None})
-    return result
 
 
 def restamp(result: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:

@@ -29,19 +29,19 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING, Final, Literal, get_args
+from typing import TYPE_CHECKING, Final, get_args
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from supervisor.calls.results import CallOutcome
 from supervisor.ops.status import ServerState
 from supervisor.upstream.process_group import live_children
 
 if TYPE_CHECKING:
     from supervisor.ops.status import ServerStatus
 
-CallOutcome = Literal["ok", "tool_error", "rpc_error", "unavailable", "timeout", "cancelled"]
 PREFIX: Final = "mcp_supervisor"
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
