@@ -9,7 +9,7 @@ to its answer:
 * **direct**: the host spawns the fidelity fixture server itself;
 * **sidecar**: the host spawns ``python -m supervisor run`` over that server.
 
-Both with a fast server and a slow-starting one (``--start-delay-sec``). The
+Both with a fast server and a slow-starting one (started behind ``sleep``). The
 two take turns round by round; the figures are medians, in ms, with the
 ratio sidecar / direct. Where the sidecar's own part goes is measured apart,
 in the same sitting: the interpreter's start (``python -c pass``), the
@@ -50,6 +50,13 @@ DIRECT_REQUESTS: Final[dict[str, Callable[[Any], Awaitable[Any]]]] = {
     "resources/read": lambda c: c.read_resource("fixture://static/hello", cache_mode="bypass"),
 }
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def _slow(delay_sec: float, argv: list[str]) -> list[str]:
+    """``argv`` started ``delay_sec`` late (a server slow to start: an interpreter, a JVM, an ``npx`` fetch)."""
+    if delay_sec <= 0:
+        return argv
+    return ["sh", "-c", f'sleep {delay_sec:g} && exec "$@"', "sh", *argv]
 
 
 async def _one(argv: list[str], request: Callable[[Any], Awaitable[Any]]) -> float:
@@ -110,10 +117,10 @@ async def _measure(rounds: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for speed, delay in (("fast", 0.0), ("slow", SLOW_START_SEC)):
-            args = ["--fidelity", "--name", "fx", "--start-delay-sec", str(delay)]
+            server_argv = _slow(delay, fixture_argv("--fidelity", "--name", "fx"))
             config = write_settings(
                 Path(tmp) / f"{speed}.toml",
-                {"fx": fixture_server(*args)},
+                {"fx": {"command": server_argv[0], "args": server_argv[1:], "cwd": str(REPO_ROOT)}},
                 supervisor={"log_level": "error"},
             )
             for name, request in REQUESTS.items():
@@ -121,7 +128,7 @@ async def _measure(rounds: int) -> dict[str, Any]:
                 sidecar: list[float] = []
                 for index in range(rounds):  # take turns; who goes first alternates
                     pair = [
-                        (direct, fixture_argv(*args), DIRECT_REQUESTS[name]),
+                        (direct, server_argv, DIRECT_REQUESTS[name]),
                         (sidecar, sidecar_argv(config), request),
                     ]
                     for times, argv, ask in pair if index % 2 == 0 else reversed(pair):

@@ -198,21 +198,27 @@ class Front:
         with trio.move_on_after(min(self._supervisor.startup_bound_sec, bound_sec)):
             await self._supervisor.wait_first_attempts()
 
-    async def routed(self, route: Callable[[], T]) -> T:
+    async def routed(self, what: str, route: Callable[[], T]) -> T:
         """``route()``, waiting for the first attempts before it answers "unknown" (``routing``: the one rule)."""
-        return await route_when_known(route, self._supervisor)
+        return await route_when_known(what, route, self._supervisor)
 
     async def route_tool(self, public_name: str) -> tuple[RegisteredTool, ServerActor]:
         """The tool named ``public_name`` and its actor, once the first attempts allow saying it is unknown."""
-        return await self.routed(lambda: self._known(self._supervisor.route(public_name), "tool", public_name))
+        return await self._route_named("tool", public_name, self._supervisor.route)
 
     async def _route_prompt(self, public_name: str) -> tuple[RegisteredPrompt, ServerActor]:
-        return await self.routed(lambda: self._known(self._supervisor.route_prompt(public_name), "prompt", public_name))
+        return await self._route_named("prompt", public_name, self._supervisor.route_prompt)
 
-    def _known(self, routed: T | None, kind: str, name: str) -> T:
-        if routed is None:
-            raise self.unknown(kind, name)
-        return routed
+    async def _route_named(self, kind: str, name: str, lookup: Callable[[str], T | None]) -> T:
+        """``lookup(name)`` through ``routed``: None is the "unknown" error, with why when a server is parked."""
+
+        def route() -> T:
+            found = lookup(name)
+            if found is None:
+                raise self.unknown(kind, name)
+            return found
+
+        return await self.routed(f"{kind} {name}", route)
 
     def unknown(self, kind: str, name: str) -> MCPError:
         """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
@@ -261,7 +267,7 @@ class Front:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
-        actor = await self.routed(lambda: self._routes.owner_of(uri))
+        actor = await self.routed(f"resource {uri}", lambda: self._routes.owner_of(uri))
         return await self._forward_or_error(
             ctx, actor, f"resources/read {uri}", lambda call: actor.read_resource(uri, call)
         )
@@ -278,7 +284,7 @@ class Front:
             )
         else:
             template = ref.uri
-            actor = await self.routed(lambda: self._routes.template_owner(template))
+            actor = await self.routed(f"template {template}", lambda: self._routes.template_owner(template))
             upstream_ref = ref
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
@@ -344,7 +350,7 @@ class Front:
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         uri = str(params.uri)
-        actor = await self.routed(lambda: self._routes.owner_of(uri))
+        actor = await self.routed(f"resource {uri}", lambda: self._routes.owner_of(uri))
         connection = connection_of(ctx.session)
         self._relay.legacy.capture(connection)
         self._relay.subscriptions.subscribe(connection, uri, actor.name)
@@ -365,7 +371,7 @@ class Front:
         owners: dict[str, ServerActor] = {}
         for uri in params.notifications.resource_subscriptions or ():
             try:
-                owner = await self.routed(partial(self._routes.owner_of, uri))
+                owner = await self.routed(f"resource {uri}", partial(self._routes.owner_of, uri))
             except MCPError:
                 continue  # honored but never fires, as with a direct server and an unknown URI
             self._relay.subscriptions.subscribe(stream, uri, owner.name)

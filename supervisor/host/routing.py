@@ -34,12 +34,15 @@ bounded by the start-up bound and returns as soon as the first attempts end.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Final, Protocol, TypeVar
 
 import trio
 from mcp import MCPError
 from mcp_types import INVALID_PARAMS
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -68,10 +71,11 @@ class FirstAttempts(Protocol):
     async def wait_first_attempts(self) -> None: ...
 
 
-async def route_when_known(route: Callable[[], T], first_attempts: FirstAttempts) -> T:
+async def route_when_known(what: str, route: Callable[[], T], first_attempts: FirstAttempts) -> T:
     """``route()``, once more after the first attempts if it found nothing while some were pending.
 
     Args:
+        what: What is routed, for the log (``"resource fixture://x"``).
         route: The request's lookup; raises ``MCPError`` (-32602) when nothing
             serves the name, URI or template (yet).
         first_attempts: Whose first attempts to wait for.
@@ -83,8 +87,10 @@ async def route_when_known(route: Callable[[], T], first_attempts: FirstAttempts
     try:
         return route()
     except MCPError as exc:
-        if exc.code != INVALID_PARAMS or not first_attempts.pending_first_attempts():
+        pending = first_attempts.pending_first_attempts()
+        if exc.code != INVALID_PARAMS or not pending:
             raise
+    logger.debug("%s is not routed yet: waiting for the first attempts of %s", what, ", ".join(pending))
     with trio.move_on_after(first_attempts.startup_bound_sec):
         await first_attempts.wait_first_attempts()
     return route()

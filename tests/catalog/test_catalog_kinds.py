@@ -9,6 +9,7 @@ withdrawal removes every kind; ``namespace = false`` exposes raw names.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import mcp_types as types
 import trio
@@ -34,6 +35,21 @@ def _actor(fake: FakeServer, registry: Registry, *, namespace: bool = True) -> S
         reconnect=ReconnectSettings(max_attempts=3, initial_delay_ms=500, max_delay_ms=4000, jitter=0.0),
     )
     return ServerActor(settings, registry, connector=fake.connect, rng=random.Random(0))
+
+
+class _Changes:
+    """The Registry's change callback, as something a test can wait on (no sleeping past a debounce)."""
+
+    def __init__(self) -> None:
+        self._changed = trio.Event()
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            await self._changed.wait()
 
 
 def _prompts(registry: Registry) -> list[tuple[str, str | None]]:
@@ -93,7 +109,8 @@ async def test_I2_per_kind_a_bad_prompt_listing_on_the_first_sync_leaves_the_too
     fake = FakeServer([tool("echo")])
     fake.prompts = [prompt("greet", "v1")]
     fake.prompt_fetch_error = UpstreamProtocolError("srv", "server 'srv': prompts/list returned an invalid result")
-    registry = Registry()
+    changes = _Changes()
+    registry = Registry(on_change=changes.notify)
     actor = _actor(fake, registry)
     with trio.fail_after(BOUND_SEC):
         async with trio.open_nursery() as nursery:
@@ -107,8 +124,7 @@ async def test_I2_per_kind_a_bad_prompt_listing_on_the_first_sync_leaves_the_too
 
             fake.prompt_fetch_error = None  # the server mends its listing and says so
             fake.notify_prompts_changed()
-            await trio.sleep(LIST_CHANGED_DEBOUNCE_SEC * 2)
-            assert _prompts(registry) == [("mcp__srv__greet", "v1")]
+            await changes.wait_for(lambda: _prompts(registry) == [("mcp__srv__greet", "v1")])
             assert actor.status.failed_kinds == {}
             nursery.cancel_scope.cancel()
 

@@ -3,13 +3,15 @@
 ``supervisor.host.routing`` holds the rule and the table of methods. The fast
 test here checks that every request method the Front registers is in exactly
 one row of that table; the end-to-end test sends each routed request as the
-host's first, to a sidecar whose only server starts only once that request is
-on its way (the fixture's ``--start-gate``), and checks it is answered as the
-server answers, never with "unknown".
+host's first, to a sidecar whose only server starts only once the sidecar has
+found nothing to route it to and waits (the fixture's ``--start-gate``, a named
+pipe, opened on the sidecar's debug line saying so), and checks it is answered
+as the server answers, never with "unknown".
 """
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,7 +20,6 @@ from typing import Final
 import mcp_types as types
 import pytest
 import trio
-import trio.testing
 from mcp import MCPError
 from mcp.client.client import ConnectMode
 
@@ -130,6 +131,10 @@ async def test_each_routed_request_sent_first_is_answered_as_the_slow_starting_s
             directory = tmp_path / f"case{index}"
             directory.mkdir()
             log, gate = directory / "fx.jsonl", directory / "gate"
+            os.mkfifo(gate)
+            # Held open (read-write never blocks on a FIFO): the byte written to open the gate stays in
+            # the pipe until the server reads it, whether the server has opened its end yet or not.
+            gate_fd = os.open(gate, os.O_RDWR | os.O_NONBLOCK)
             server = fixture_server("--fidelity", "--name", "fx", "--log", str(log), "--start-gate", str(gate))
             config = write_settings(directory, {"fx": server})
             recorder = Recorder(name=f"host{index}")
@@ -137,18 +142,24 @@ async def test_each_routed_request_sent_first_is_answered_as_the_slow_starting_s
                 async with open_host(config, mode, **recorder.client_options(Host())) as host, trio.open_nursery() as n:
                     recorder.host = host  # type: ignore[attr-defined]
                     n.start_soon(check, host, recorder, log)
-                    # Once every task here is blocked, the request is on the sidecar's stdin: only then
-                    # may the server start, so the request arrives while the server is still starting.
-                    await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+                    # The server may start only once the sidecar has routed the request, found nothing
+                    # and is waiting for the first attempts (its debug line): so the request certainly
+                    # came while the server was still starting. Without the wait, the check fails first.
+                    await host.log.wait_line(r"is not routed yet: waiting for the first attempts of fx")
                     assert not [e for e in read_log(log) if e["event"] == "serving"], "the server started too early"
-                    gate.touch()
+                    os.write(gate_fd, b"x")
             except* (AssertionError, MCPError) as group:
-                failures[name] = "; ".join(map(repr, group.exceptions))
+                failures[name] = "; ".join(repr(leaf) for leaf in _leaves(group))
             finally:
-                gate.touch()  # a failed case's server may still be waiting: let it start, and stop with its sidecar
+                os.close(gate_fd)  # after the sidecar (and its server) stopped: nobody waits on the gate any more
 
     with trio.fail_after(BOUND_SEC):
         async with trio.open_nursery() as nursery:
             for index, (name, mode, check) in enumerate(cases):
                 nursery.start_soon(run_case, index, name, mode, check)
-    assert failures == {}
+    if failures:
+        pytest.fail("\n".join(f"{name}: {why}" for name, why in failures.items()), pytrace=False)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
