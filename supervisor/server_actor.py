@@ -44,7 +44,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from supervisor.auth.oauth import wait_for_new_tokens
 from supervisor.calls.attribution import HostCall
 from supervisor.catalog.cache import TOOLS_LIST, CatalogCache
-from supervisor.catalog.mailbox import EVERY_KIND, Message, SyncOutcome, SyncReason, SyncRequest, Withdraw
+from supervisor.catalog.mailbox import (
+    EVERY_KIND,
+    KINDS_OF_NOTICE,
+    Message,
+    SyncOutcome,
+    SyncReason,
+    SyncRequest,
+    Withdraw,
+)
 from supervisor.catalog.registry import Kind, Registry
 from supervisor.catalog_sync import CACHED_METHODS, CatalogSync
 from supervisor.config.servers import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
@@ -59,13 +67,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _P = ParamSpec("_P")
-_KINDS_OF_NOTICE: Final[dict[Kind, frozenset[Kind]]] = {
-    "tools": frozenset({"tools"}),
-    "prompts": frozenset({"prompts"}),
-    "resources": frozenset({"resources", "templates"}),
-    "templates": frozenset({"resources", "templates"}),
-}
-
 LIST_CHANGED_DEBOUNCE_SEC: Final = DEFAULT_LIST_CHANGED_DEBOUNCE_MS / 1000
 """The default quiet window (``list_changed_debounce_ms``) after the last ``list_changed``."""
 LIST_CHANGED_MAX_WAIT_SEC: Final = DEFAULT_LIST_CHANGED_MAX_WAIT_MS / 1000
@@ -199,13 +200,7 @@ class ServerActor:
             UpstreamTimeout: The call took longer than ``tool_timeout_sec``.
             MCPError: The server answered with a JSON-RPC error (passed through unchanged).
         """
-        try:
-            return await self._forward(
-                f"tool {raw_name!r}", lambda upstream: upstream.call_tool(raw_name, arguments, call)
-            )
-        except MCPError as exc:
-            self.heal_unknown_tool(raw_name, exc)
-            raise
+        return await self._call(raw_name, lambda upstream: upstream.call_tool(raw_name, arguments, call))
 
     @property
     def wire_upstream(self) -> Upstream | None:
@@ -216,10 +211,12 @@ class ServerActor:
 
     async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
         """``call_tool``, with the result as the upstream's raw JSON object (bounds, errors and heal the same)."""
+        return await self._call(raw_name, lambda up: cast(Upstream, up).call_tool_wire(raw_name, arguments, call))
+
+    async def _call(self, raw_name: str, request: Callable[[UpstreamSession], Awaitable[T]]) -> T:
+        """``_forward`` of a tools/call: a JSON-RPC error first triggers the unknown-tool heal (I8), then passes on."""
         try:
-            return await self._forward(
-                f"tool {raw_name!r}", lambda up: cast(Upstream, up).call_tool_wire(raw_name, arguments, call)
-            )
+            return await self._forward(f"tool {raw_name!r}", request)
         except MCPError as exc:
             self.heal_unknown_tool(raw_name, exc)
             raise
@@ -418,7 +415,7 @@ class ServerActor:
 
     def _on_list_changed(self, kind: Kind) -> None:
         logger.debug("server=%s announced %s/list_changed", self.name, kind, extra=self._log_fields)
-        kinds = _KINDS_OF_NOTICE[kind]
+        kinds = KINDS_OF_NOTICE[kind]
         methods = tuple(CACHED_METHODS[k] for k in kinds if k in CACHED_METHODS)
         if self._cache is not None and methods:
             self._cache.evict(self.name, "list_changed", methods)  # before the re-sync is even queued (I7)

@@ -13,7 +13,7 @@ synchronous methods; only the actor's mailbox worker touches it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, assert_never
+from typing import Final, Literal, assert_never
 
 import trio
 from mcp.client.caching import CacheMode
@@ -22,6 +22,13 @@ from supervisor.catalog.registry import ALL_KINDS, Kind
 
 SyncReason = Literal["initial", "reconnect", "list_changed", "unknown_tool", "config_reload"]
 EVERY_KIND: frozenset[Kind] = frozenset(ALL_KINDS)
+KINDS_OF_NOTICE: Final[dict[Kind, frozenset[Kind]]] = {
+    "tools": frozenset({"tools"}),
+    "prompts": frozenset({"prompts"}),
+    "resources": frozenset({"resources", "templates"}),
+    "templates": frozenset({"resources", "templates"}),
+}
+"""The kinds a ``<kind>/list_changed`` notice re-syncs (a resource notice covers its templates too)."""
 
 
 @dataclass(frozen=True, slots=True)
