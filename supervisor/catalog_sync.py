@@ -35,12 +35,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Concatenate, Final, ParamSpec, Protocol
 
+import mcp_types as types
 import trio
 from mcp.client.caching import CacheMode
 
 from supervisor.catalog.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
 from supervisor.catalog.mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason
 from supervisor.catalog.registry import ALL_KINDS, Definition, DuplicateName, Kind, OwnedListing, Registry
+from supervisor.catalog.transforms import compile_transforms, transform_warnings
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamError, UpstreamProtocolError
 from supervisor.ops.status import ServerStatus
@@ -106,6 +108,8 @@ class CatalogSync:
         """How many syncs are running right now (0 or 1; I1 tests watch it)."""
         self.fetches = 0
         """How many fetches the worker has started in total."""
+        self._transforms = compile_transforms(settings.tools)
+        self._transform_warnings: list[str] = []
 
     @property
     def _log_fields(self) -> dict[str, object]:
@@ -207,6 +211,7 @@ class CatalogSync:
         finally:
             self.syncs_running -= 1
         if "tools" in listings:
+            self._check_transforms(reason, listings["tools"])
             listings["tools"] = _allowed(listings["tools"], self.settings)
         outcome = self._swap(reason, listings)
         self._transition(ServerStatus.record_kinds, fetched=listings.keys(), failed=failed)
@@ -242,7 +247,9 @@ class CatalogSync:
     def _swap(self, reason: SyncReason, listings: Mapping[Kind, Sequence[Definition]]) -> SyncOutcome:
         """Swap the fetched generation in (synchronous: atomic for every reader)."""
         try:
-            results = self._registry.swap_many(self.name, listings, namespace=self.settings.namespace)
+            results = self._registry.swap_many(
+                self.name, listings, namespace=self.settings.namespace, transforms=self._transforms
+            )
         except DuplicateName as exc:
             return self._sync_failed(reason, f"{exc}; the listing was rejected")
         conflicts = [conflict for result in results.values() for conflict in result.conflicts]
@@ -265,6 +272,23 @@ class CatalogSync:
             extra=self._log_fields,
         )  # fmt: skip
         return SyncOutcome(ok=True)
+
+    def _check_transforms(self, reason: SyncReason, tools: Sequence[Definition]) -> None:
+        """Warn (log and status) about transforms naming a tool or an argument this listing lacks.
+
+        Not an error: catalogs change, and a transform may be written ahead of
+        the tool it is for. The warning is logged when it changes, not per sync.
+        """
+        if not self._transforms:
+            return
+        listed = {tool.name: tool for tool in tools if isinstance(tool, types.Tool)}
+        warnings = transform_warnings(self._transforms, listed)
+        if warnings != self._transform_warnings:
+            self._transform_warnings = warnings
+            for warning in warnings:
+                logger.warning("server=%s sync=%s transform unmatched: %s", self.name, reason, warning,
+                               extra=self._log_fields)  # fmt: skip
+        self._transition(ServerStatus.record_transform_warnings, warnings)
 
     def _sync_failed(self, reason: SyncReason, error: str) -> SyncOutcome:
         logger.warning(

@@ -72,9 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 trio.run(login, settings, args.server)
                 return EXIT_OK
             case "run":
-                return trio.run(_start_early_then, settings, "run")
+                view = _chosen_view(settings, args.view)
+                if view is not None and settings.supervisor.front.transport == "http":
+                    raise ConfigError(
+                        "--view applies to the stdio front; over HTTP every view is served at its own URL, "
+                        f"http://HOST:PORT/mcp/{view}"
+                    )
+                return trio.run(_start_early_then, settings, "run", view)
             case "tools":
-                return trio.run(_start_early_then, settings, "tools", args.json)
+                view = _chosen_view(settings, args.view)
+                if args.tokens:
+                    return trio.run(_start_early_then, settings, "tokens", view)
+                return trio.run(_start_early_then, settings, "tools", args.json, view)
             case "call":
                 arguments = parse_tool_arguments(args.arguments)  # a usage error before anything starts
                 return trio.run(_start_early_then, settings, "call", args.tool, arguments)
@@ -104,13 +113,15 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
                 from supervisor.serve import serve  # noqa: PLC0415  (~0.65 s of one CPU: the servers start meanwhile)
 
                 early.release_cpus()
-                await serve(settings, early)
+                await serve(settings, early, view=args[0])
                 return EXIT_OK
             from supervisor import oneshot  # noqa: PLC0415  (the same import)
 
             early.release_cpus()
             if command == "tools":
                 return await oneshot.tools(settings, *args, early=early)
+            if command == "tokens":
+                return await oneshot.tokens(settings, *args, early=early)
             return await oneshot.call(settings, *args, early=early)
 
 
@@ -135,6 +146,14 @@ def _terminate_unwinds_like_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _chosen_view(settings: Settings, view: str | None) -> str | None:
+    """``--view NAME``, checked against the settings' views (a usage error, exit 2, names the ones there are)."""
+    if view is None or view in settings.views:
+        return view
+    there = ", ".join(sorted(settings.views)) or "none are defined"
+    raise ConfigError(f"--view {view}: no [views.{view}] in the settings (views: {there})")
 
 
 def parse_tool_arguments(text: str | None) -> dict[str, Any] | None:
@@ -165,10 +184,15 @@ def _parser() -> argparse.ArgumentParser:
         )
         return sub
 
-    with_config(commands.add_parser("run", help="serve the host over stdio"))
+    run = with_config(commands.add_parser("run", help="serve the host over stdio"))
+    run.add_argument("--view", metavar="NAME", help="serve only the view [views.NAME] (stdio front)")
     with_config(commands.add_parser("check", help="validate the settings and print them, secrets masked"))
     tools = with_config(commands.add_parser("tools", help="connect once and print the aggregated catalog"))
     tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    tools.add_argument("--view", metavar="NAME", help="the catalog as the view [views.NAME] shows it")
+    tools.add_argument(
+        "--tokens", action="store_true", help="print the estimated tokens of each server's and each view's listing"
+    )
     tools.add_argument("-v", "--verbose", action="store_true", help="also print the supervisor's log")
     call = with_config(commands.add_parser("call", help="connect, call one namespaced tool, print the result"))
     call.add_argument("tool", help="public tool name, e.g. mcp__demo__echo")

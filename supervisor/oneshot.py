@@ -19,6 +19,7 @@ from typing import Any
 import trio
 from mcp import MCPError
 
+from supervisor.catalog.token_estimate import BYTES_PER_TOKEN, estimate_tokens
 from supervisor.config.models import Settings
 from supervisor.errors import EXIT_OK, EXIT_RUNTIME
 from supervisor.ops.progress import Progress
@@ -26,14 +27,16 @@ from supervisor.root import Supervisor
 from supervisor.upstream.spawn import EarlyServers
 
 
-async def tools(settings: Settings, as_json: bool, *, early: EarlyServers | None = None) -> int:
-    """Print the aggregated catalog and each server's state; exit 1 if nothing came up."""
+async def tools(
+    settings: Settings, as_json: bool, view: str | None = None, *, early: EarlyServers | None = None
+) -> int:
+    """Print the catalog (as ``view`` lists it, if given) and each server's state; exit 1 if nothing came up."""
     async with trio.open_nursery() as nursery:
         supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers), early=early)
         await nursery.start(supervisor.run)
         with trio.move_on_after(supervisor.startup_bound_sec + 1):
             await supervisor.wait_first_attempts()
-        catalog = supervisor.registry.tools()
+        catalog = supervisor.views[view or ""].tools()
         statuses = [dataclasses.replace(status) for status in supervisor.statuses()]
         caches = {status.name: supervisor.cache.describe(status.name) for status in statuses}
         nursery.cancel_scope.cancel()
@@ -68,6 +71,35 @@ async def tools(settings: Settings, as_json: bool, *, early: EarlyServers | None
     return EXIT_RUNTIME if failed and not catalog else EXIT_OK
 
 
+async def tokens(settings: Settings, view: str | None = None, *, early: EarlyServers | None = None) -> int:
+    """Print the estimated tokens of each server's listing and each view's (``catalog.token_estimate``)."""
+    async with trio.open_nursery() as nursery:
+        supervisor = Supervisor(settings, on_status=Progress(sys.stderr, settings.mcp_servers), early=early)
+        await nursery.start(supervisor.run)
+        with trio.move_on_after(supervisor.startup_bound_sec + 1):
+            await supervisor.wait_first_attempts()
+        views = {name: supervisor.views[name] for name in ([view] if view is not None else supervisor.views)}
+        shown = views[view].shows_server if view is not None else (lambda _: True)
+        servers = [
+            (name, [entry.definition for entry in supervisor.registry.owned_by(name)])
+            for name in settings.mcp_servers
+            if shown(name)
+        ]
+        listings = [(name or "(all: /mcp)", catalog.tools()) for name, catalog in views.items()]
+        searched = {name or "(all: /mcp)" for name, catalog in views.items() if catalog.search}
+        nursery.cancel_scope.cancel()
+    print(f"# estimated tokens of each tools/list as a host receives it (JSON bytes / {BYTES_PER_TOKEN:g})")
+    width = max((len(name) for name, _ in servers + listings), default=6) + 2
+    print(f"{'server'.ljust(width)}{'tools':>7}{'tokens':>10}")
+    for name, listing in servers:
+        print(f"{name.ljust(width)}{len(listing):>7}{estimate_tokens(listing):>10,}")
+    print(f"\n{'view'.ljust(width)}{'tools':>7}{'tokens':>10}")
+    for name, listing in listings:
+        mode = "  (search: search_tools + call_tool + always_visible)" if name in searched else ""
+        print(f"{name.ljust(width)}{len(listing):>7}{estimate_tokens(listing):>10,}{mode}")
+    return EXIT_OK
+
+
 async def call(
     settings: Settings, public_name: str, arguments: dict[str, Any] | None, *, early: EarlyServers | None = None
 ) -> int:
@@ -85,7 +117,7 @@ async def call(
                 return EXIT_RUNTIME
             tool, actor = routed
             try:
-                result = await actor.call_tool(tool.raw_name, arguments)
+                result = await actor.call_tool(tool.raw_name, tool.upstream_arguments(arguments))
             except MCPError as exc:
                 print(f"mcp-supervisor: {public_name}: error {exc.code}: {exc.error.message}", file=sys.stderr)
                 return EXIT_RUNTIME

@@ -58,6 +58,7 @@ from mcp_types import LoggingLevel
 from supervisor.calls.attribution import HostSide
 from supervisor.catalog.cache import CatalogCache
 from supervisor.catalog.registry import Kind, RegisteredPrompt, RegisteredTool, Registry
+from supervisor.catalog.views import CatalogView, ViewRules, everything
 from supervisor.config.models import Settings
 from supervisor.config.servers import ServerSettings
 from supervisor.ops.metrics import Metrics
@@ -151,6 +152,10 @@ class Supervisor:
         self._stopping: dict[str, str] = {}
         """Servers whose actor a reload is stopping, and what a call to one of their tools is told meanwhile."""
         self._reload_lock = trio.Lock()
+        self.views: dict[str, CatalogView] = {"": everything(self.registry)}
+        """Every view by name (``""``: the default one, everything); a reload edits them in place."""
+        for name, view in settings.views.items():
+            self.views[name] = CatalogView(self.registry, ViewRules.of(name, view, settings.mcp_servers))
         for name, server in settings.mcp_servers.items():
             if server.enabled:
                 self.actors[name] = self._new_actor(server)
@@ -250,8 +255,29 @@ class Supervisor:
             self.actors[name] = self._new_actor(new.mcp_servers[name])
         self.disabled = {n: ServerStatus(n, state="disabled") for n, s in new.mcp_servers.items() if not s.enabled}
         self.settings = new
+        changes.extend(self._edit_views(new))
         for name in restarted + started:
             self._start(self.actors[name])
+        return changes
+
+    def _edit_views(self, new: Settings) -> list[str]:
+        """Apply the new ``[views.*]`` tables to the running views (synchronous: hosts see old or new rules)."""
+        changes: list[str] = []
+        for name, view in self.views.items():
+            if not name:
+                continue
+            table = new.views.get(name)
+            if table is None:
+                # Its hosts stay connected until the next start, and from now on see nothing.
+                if view.update(ViewRules(name, servers=frozenset())):
+                    changes.append(f"view {name}: removed; it shows nothing until the next start")
+            elif view.update(ViewRules.of(name, table, new.mcp_servers)):
+                changes.append(f"view {name}: changed; its hosts are told")
+        changes.extend(
+            f"view {name}: added; served from the next start" for name in new.views if name not in self.views
+        )
+        if changes:
+            self.catalog_changed.notify()
         return changes
 
     def _start(self, actor: ServerActor) -> None:
@@ -285,20 +311,22 @@ class Supervisor:
         """Enabled servers that have not finished their first attempt yet (readiness)."""
         return [name for name, actor in self.actors.items() if not actor.first_attempt_done]
 
-    def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None:
-        """Find the tool and the actor that serves it, or None for an unknown name.
+    def route(self, public_name: str, view: CatalogView | None = None) -> tuple[RegisteredTool, ServerActor] | None:
+        """Find the tool (in ``view``, else anywhere) and the actor that serves it, or None for an unknown name.
 
         A tool of a server that a reload is stopping is still listed and routes to
         that actor, which fails every request at once with "server 'x' is restarting".
         """
-        tool = self.registry.lookup(public_name)
+        tool = (view or self.views[""]).lookup(public_name)
         if tool is None or (actor := self.actors.get(tool.owner)) is None:
             return None
         return tool, actor
 
-    def route_prompt(self, public_name: str) -> tuple[RegisteredPrompt, ServerActor] | None:
-        """Find the prompt and the actor that serves it, or None for an unknown name."""
-        prompt = self.registry.lookup_prompt(public_name)
+    def route_prompt(
+        self, public_name: str, view: CatalogView | None = None
+    ) -> tuple[RegisteredPrompt, ServerActor] | None:
+        """Find the prompt (in ``view``, else anywhere) and the actor that serves it, or None for an unknown name."""
+        prompt = (view or self.views[""]).lookup_prompt(public_name)
         if prompt is None or (actor := self.actors.get(prompt.owner)) is None:
             return None
         return prompt, actor

@@ -69,7 +69,8 @@ class _HostWarnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.name == "supervisor.server_actor":
             level = _HOST_LOG_LEVELS.get(record.levelno, "critical" if record.levelno > logging.ERROR else "warning")
-            self._relay.publish_own_warning(level, record.getMessage())
+            server = getattr(record, "server", None)
+            self._relay.publish_own_warning(level, record.getMessage(), server if isinstance(server, str) else None)
 
 
 class HostLink(Protocol):
@@ -84,12 +85,13 @@ class HostLink(Protocol):
     async def close(self) -> None: ...
 
 
-async def serve(settings: Settings, early: EarlyServers | None = None) -> None:
+async def serve(settings: Settings, early: EarlyServers | None = None, *, view: str | None = None) -> None:
     """Serve the host(s) until a stop trigger; see the module docstring.
 
     ``early``: stdio servers already started (``upstream.spawn``); each first
     generation takes its own, and what is left once every first attempt is
-    made is terminated.
+    made is terminated. ``view``: the stdio host sees this view
+    (``[views.<name>]``) only; the HTTP front serves every view at its own path.
 
     Raises:
         SupervisorError: A listener could not be started (the first such error, unwrapped).
@@ -98,21 +100,23 @@ async def serve(settings: Settings, early: EarlyServers | None = None) -> None:
     gc.freeze()  # start-up's objects live as long as we do: keep them out of every collection (module docstring)
     with defer_full_collections() as heap:
         try:
-            await _serve(settings, heap, early)
+            await _serve(settings, heap, early, view)
         except* SupervisorError as group:
             raise first_leaf(group) from None
 
 
-async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | None) -> None:
+async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | None, view: str | None) -> None:
     relay = Relay()
     supervisor = Supervisor(settings, host=relay, early=early)
-    front = Front(supervisor, relay)
     stop = trio.Event()
     grace = settings.supervisor.shutdown_grace_sec
     link: HostLink
     front_settings = settings.supervisor.front
     if front_settings.transport == "http":
-        if front_settings.token is None or not front_settings.token.get_secret_value():
+        # One Front per view, each at its own path; they share the Supervisor and the Relay.
+        fronts = {name: Front(supervisor, relay, catalog) for name, catalog in supervisor.views.items()}
+        front = fronts[""]
+        if not front_settings.has_token:
             logger.warning(
                 "the HTTP front on %s accepts hosts WITHOUT a token (allow_unauthenticated_loopback = true): "
                 "any process on this machine can use every configured server",
@@ -120,13 +124,15 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
             )
         from supervisor.host.http import HttpHostLink  # noqa: PLC0415  (hypercorn and starlette: HTTP only)
 
-        link = HttpHostLink(front, front_settings)
+        link = HttpHostLink(fronts, front_settings)
     else:
+        fronts = {view or "": Front(supervisor, relay, supervisor.views[view or ""])}
+        front = fronts[view or ""]
         link = StdioHostLink(front, stop, grace_sec=grace)
     host_warnings = _HostWarnings(relay)
     logging.getLogger("supervisor").addHandler(host_warnings)
     try:
-        await _run(settings, supervisor, front, link, stop, heap=heap, early=early)
+        await _run(settings, supervisor, list(fronts.values()), link, stop, heap=heap, early=early)
     finally:
         logging.getLogger("supervisor").removeHandler(host_warnings)
     logger.info("stopped")
@@ -135,7 +141,7 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
 async def _run(
     settings: Settings,
     supervisor: Supervisor,
-    front: Front,
+    fronts: list[Front],
     link: HostLink,
     stop: trio.Event,
     *,
@@ -149,7 +155,8 @@ async def _run(
             nursery.start_soon(_discard_untaken, supervisor, early)
         nursery.start_soon(heap.settle_after, supervisor.wait_first_attempts, supervisor.startup_bound_sec)
         nursery.start_soon(_reload_on_sighup, supervisor)
-        await nursery.start(front.run)
+        for front in fronts:
+            await nursery.start(front.run)
         nursery.start_soon(_announce_ready, supervisor)
         if settings.supervisor.admin.enabled:
             from supervisor.ops.admin import AdminEndpoint  # noqa: PLC0415  (hypercorn and starlette: admin only)
@@ -158,7 +165,8 @@ async def _run(
         await nursery.start(link.run)
         await stop.wait()
         link.refuse_new()
-        front.begin_shutdown()
+        for front in fronts:
+            front.begin_shutdown()
         grace = settings.supervisor.shutdown_grace_sec
         with trio.move_on_after(grace) as grace_scope:
             await link.wait_idle()

@@ -50,6 +50,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import mcp_types as types
 
 from supervisor.catalog.naming import public_name, public_tool_name
+from supervisor.catalog.transforms import ToolTransform
 from supervisor.errors import RegistryConflict
 
 Kind = Literal["tools", "prompts", "resources", "templates"]
@@ -75,25 +76,62 @@ class Registered(Generic[D]):
     owner: str
     raw_name: str
     source: D
+    transform: ToolTransform | None = field(default=None, repr=False)
+    """The tool's transform (``catalog.transforms``), if its server's settings give it one."""
     wire: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
     """The definition's wire form per protocol version, filled by its readers (``catalog.wire_form``). An entry
     lives for one generation of its server, so the form can never outlive the definition it was made of."""
     _definition: D | None = field(default=None, init=False, compare=False, repr=False)
+    _shown: D | None = field(default=None, init=False, compare=False, repr=False)
+    _search_terms: dict[str, float] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def public_name(self) -> str:
         return self.key
 
     @property
-    def definition(self) -> D:
-        """The definition the host sees: ``source`` under its public name (made on first use, then kept)."""
-        if self._definition is None:
+    def shown(self) -> D:
+        """``source`` as its transform shapes it, under its raw name (``source`` itself without a transform)."""
+        if self._shown is None:
             source = self.source
-            renames = isinstance(source, types.Tool | types.Prompt) and source.name != self.key
+            shaped = (
+                self.transform.shape(source)
+                if self.transform is not None and isinstance(source, types.Tool)
+                else source
+            )
             # Frozen for its fields; this cache of a value derived from them is set once.
-            object.__setattr__(self, "_definition", source.model_copy(update={"name": self.key}) if renames else source)
+            object.__setattr__(self, "_shown", shaped)
+        assert self._shown is not None
+        return self._shown
+
+    @property
+    def definition(self) -> D:
+        """The definition the host sees: ``shown`` under its public name (made on first use, then kept)."""
+        if self._definition is None:
+            shown = self.shown
+            renames = isinstance(shown, types.Tool | types.Prompt) and shown.name != self.key
+            object.__setattr__(self, "_definition", shown.model_copy(update={"name": self.key}) if renames else shown)
         assert self._definition is not None
         return self._definition
+
+    @property
+    def search_terms(self) -> dict[str, float] | None:
+        """The entry's weighted search terms, once ``catalog.search`` has made them."""
+        return self._search_terms
+
+    def keep_search_terms(self, terms: dict[str, float]) -> None:
+        """Keep ``terms`` for this entry's lifetime (one generation of its server)."""
+        object.__setattr__(self, "_search_terms", terms)
+
+    def upstream_arguments(self, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The host's arguments as the upstream takes them (unchanged without an argument transform)."""
+        transform = self.transform
+        return arguments if transform is None else transform.upstream_arguments(arguments)
+
+    @property
+    def transforms_arguments(self) -> bool:
+        """Whether a call's arguments change on their way upstream (the splice then re-encodes them)."""
+        return self.transform is not None and self.transform.touches_arguments
 
 
 RegisteredTool = Registered[types.Tool]
@@ -194,7 +232,11 @@ class Registry:
 
     def tool_entries(self) -> list[RegisteredTool]:
         """The registered tools, sorted by public name, as ``tools`` lists them (shared; callers must not mutate)."""
-        catalog = self._tools
+        return self.entries("tools")
+
+    def entries(self, kind: Kind) -> list[Registered[Any]]:
+        """Every entry of ``kind``, sorted by key (shared, kept until the kind changes; callers must not mutate)."""
+        catalog = self._catalog(kind)
         if catalog.entries is None:
             catalog.entries = [catalog.by_key[key] for key in sorted(catalog.by_key)]
         return catalog.entries
@@ -225,26 +267,42 @@ class Registry:
 
     # -- mutations (synchronous: each is atomic under trio) ---------------------
 
-    def swap(self, owner: str, listing: Sequence[types.Tool], *, namespace: bool = True) -> SwapResult:
+    def swap(
+        self,
+        owner: str,
+        listing: Sequence[types.Tool],
+        *,
+        namespace: bool = True,
+        transforms: Mapping[str, ToolTransform] | None = None,
+    ) -> SwapResult:
         """Replace ``owner``'s tools with ``listing`` (raw upstream definitions); all or nothing.
 
         Raises:
             DuplicateName: ``listing`` names one raw tool twice; nothing changed.
         """
-        return self.swap_many(owner, {"tools": listing}, namespace=namespace)["tools"]
+        return self.swap_many(owner, {"tools": listing}, namespace=namespace, transforms=transforms)["tools"]
 
     def swap_many(
-        self, owner: str, listings: Mapping[Kind, Sequence[Definition]], *, namespace: bool = True
+        self,
+        owner: str,
+        listings: Mapping[Kind, Sequence[Definition]],
+        *,
+        namespace: bool = True,
+        transforms: Mapping[str, ToolTransform] | None = None,
     ) -> dict[Kind, SwapResult]:
         """Replace ``owner``'s entries of every kind in ``listings`` in one atomic step.
 
         Each kind is all or nothing on its own: a kind with a conflict keeps its
         previous generation, the others swap. Kinds not in ``listings`` are untouched.
+        ``transforms`` (by raw tool name) give tools their public name override
+        and their transform; a tool whose transform is disabled is left out.
 
         Raises:
             DuplicateName: A tool or prompt listing names one raw name twice; nothing changed.
         """
-        built = {kind: self._build(owner, kind, listing, namespace) for kind, listing in listings.items()}
+        built = {
+            kind: self._build(owner, kind, listing, namespace, transforms or {}) for kind, listing in listings.items()
+        }
         results: dict[Kind, SwapResult] = {}
         changed = False
         for kind, new in built.items():
@@ -321,7 +379,9 @@ class Registry:
             self._on_change()
 
     @staticmethod
-    def _build(owner: str, kind: Kind, listing: Iterable[Definition], namespace: bool) -> dict[str, Registered[Any]]:
+    def _build(
+        owner: str, kind: Kind, listing: Iterable[Definition], namespace: bool, transforms: Mapping[str, ToolTransform]
+    ) -> dict[str, Registered[Any]]:
         generation: dict[str, Registered[Any]] = {}
         # Handed over (OwnedListing): kept as it is; otherwise never share with the caller.
         deep = not isinstance(listing, OwnedListing)
@@ -340,9 +400,14 @@ class Registry:
             if raw in seen_raw:
                 raise DuplicateName(f"server {owner!r} listed the {noun} {raw!r} more than once")
             seen_raw.add(raw)
-            public = public_tool_name(owner, raw) if namespace else public_name(owner, raw, namespace=False)
+            transform = transforms.get(raw) if kind == "tools" else None
+            if transform is not None and not transform.enabled:
+                continue
+            shown = transform.public_name if transform is not None and transform.public_name else raw
+            public = public_tool_name(owner, shown) if namespace else public_name(owner, shown, namespace=False)
             if public in generation:
-                # Only a hash collision (or two raw names that sanitize alike) gets here; refuse to shadow.
+                # A hash collision, two raw names that sanitize alike, or an override naming another tool.
                 raise DuplicateName(f"server {owner!r}: {kind} collide on the public name {public!r}")
-            generation[public] = Registered(public, owner, raw, item.model_copy(deep=True) if deep else item)
+            source = item.model_copy(deep=True) if deep else item
+            generation[public] = Registered(public, owner, raw, source, transform=transform)
         return generation

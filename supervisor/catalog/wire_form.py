@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -53,7 +53,7 @@ from mcp_types import methods as sdk_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from supervisor.catalog.registry import RegisteredTool, Registry
+from supervisor.catalog.registry import RegisteredTool
 from supervisor.compat.sdk import connection_of
 
 logger = logging.getLogger(__name__)
@@ -65,11 +65,20 @@ async def _no_wait() -> None:
     return None
 
 
+class ListedTools(Protocol):
+    """What the cache lists: a Registry or a view of it (``catalog.views.CatalogView``)."""
+
+    @property
+    def version(self) -> int: ...
+
+    def tool_entries(self) -> list[RegisteredTool]: ...
+
+
 class ToolsListWireCache:
     """Answer a first-page ``tools/list`` from per-tool wire forms, kept per Registry version.
 
     Args:
-        registry: Whose tools are listed, and whose ``version`` decides freshness.
+        registry: Whose tools are listed (a view), and whose ``version`` decides freshness.
         settled: Whether an answer may be kept now (the first answers of a cold
             start wait for servers still starting; those are never kept).
         stamp: The ``serverInfo`` stamp of a 2026-era result (a fresh dict per call).
@@ -78,7 +87,7 @@ class ToolsListWireCache:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: ListedTools,
         *,
         settled: Callable[[], bool],
         stamp: Callable[[], dict[str, Any]],
@@ -203,15 +212,15 @@ class ToolsListWireCache:
     def _make_forms(self, version: str, entries: list[RegisteredTool]) -> None:
         """Give every entry lacking one its wire form in ``version``, through the SDK's sieve in one batch.
 
-        The forms are made of the upstream definitions (``source``) and renamed
-        in the form: a tool's name is a plain string on every surface, so the
-        sieve treats the raw name as it would the public one, and no renamed
-        model is made for it (``Registered.definition``).
+        The forms are made of the definitions as transformed (``shown``: the
+        upstream's own without a transform) and renamed in the form: a tool's
+        name is a plain string on every surface, so the sieve treats the raw
+        name as it would the public one, and no renamed model is made for it (``Registered.definition``).
         """
         missing = [entry for entry in entries if version not in entry.wire]
         if not missing:
             return
-        dumped = types.ListToolsResult(tools=[entry.source for entry in missing]).model_dump(
+        dumped = types.ListToolsResult(tools=[entry.shown for entry in missing]).model_dump(
             by_alias=True, mode="json", exclude_none=True
         )
         forms = sdk_methods.serialize_server_result(_METHOD, version, dumped)["tools"]

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 from supervisor.config.redis_url import mask_redis_url, redis_url_problem
 from supervisor.config.servers import STRICT, DefaultsSection, ServerSettings
 from supervisor.config.values import clip
+from supervisor.config.views import VIEW_NAME, FrontToken, ViewSettings
 
 ENV_PREFIX = "MCP_SUPERVISOR_"
 CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
@@ -60,10 +61,17 @@ class FrontSettings(BaseModel):
     max_request_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
     allow_unauthenticated_loopback: bool = False
     """With ``true``, an HTTP front bound to a loopback address may run without a token."""
+    tokens: list[FrontToken] = []
+    """Tokens bound to views (``[[supervisor.front.tokens]]``); ``token`` opens every view."""
+
+    @property
+    def has_token(self) -> bool:
+        """Whether hosts must present a token (the all-views one, or any view-bound one)."""
+        return bool(self.tokens) or (self.token is not None and bool(self.token.get_secret_value()))
 
     @model_validator(mode="after")
     def _http_needs_a_token(self) -> Self:
-        if self.transport != "http" or (self.token is not None and self.token.get_secret_value()):
+        if self.transport != "http" or self.has_token:
             return self
         if not self.allow_unauthenticated_loopback:
             raise ValueError(
@@ -174,7 +182,39 @@ class Settings(BaseModel):
     supervisor: SupervisorSection = SupervisorSection()
     defaults: DefaultsSection = DefaultsSection()
     mcp_servers: dict[str, ServerSettings] = {}
+    views: dict[str, ViewSettings] = {}
+    """Named subsets of the catalog (``config.views``), served at ``/mcp/<name>`` or by ``run --view NAME``."""
     source_path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _views_name_what_exists(self) -> Self:
+        """A view names servers or tags that exist; a token names views that exist."""
+        tags = {tag for server in self.mcp_servers.values() for tag in server.tags}
+        for name, view in self.views.items():
+            if not VIEW_NAME.fullmatch(name):
+                raise ValueError(
+                    f"views.{clip(name)}: a view name becomes the path /mcp/<name>; "
+                    "use 1 to 32 characters from A-Z, a-z, 0-9, '_' and '-'"
+                )
+            for selector in view.servers:
+                if selector not in self.mcp_servers and selector not in tags:
+                    raise ValueError(
+                        f"views.{name}.servers names {clip(repr(selector))}, which is neither a server "
+                        f"([mcp_servers.<name>]) nor a tag any server carries (tags = [...])"
+                    )
+            if view.always_visible and view.catalog != "search":
+                raise ValueError(
+                    f'views.{name}.always_visible applies to catalog = "search" only (a view with catalog = "all" '
+                    'lists every tool it has); remove it or set catalog = "search"'
+                )
+        for index, token in enumerate(self.supervisor.front.tokens):
+            for opened in token.views:
+                if opened not in self.views:
+                    raise ValueError(
+                        f"supervisor.front.tokens[{index}].views names {clip(repr(opened))}, which is not a view; "
+                        f"define [views.{clip(opened)}] or remove it"
+                    )
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -17,8 +17,10 @@ from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Final, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
+from supervisor.config.base import STRICT
+from supervisor.config.transforms import ToolTransformSettings
 from supervisor.config.values import (
     MASK,
     env_name_problem,
@@ -30,15 +32,13 @@ from supervisor.config.values import (
 from supervisor.errors import ConfigError
 
 _MAX_TTL_MS = 86_400_000
+MAX_PUBLIC_NAME: Final = 64
+"""DESIGN §3.3: a public tool name has at most 64 characters."""
 DEFAULT_MAX_TOOLS: Final = 2000
 _STDIO_ONLY = ("args", "env", "cwd")
 _HTTP_ONLY = ("bearer_token_env_var", "http_headers", "oauth", "http_transport")
 _KEY_NAMES: Final = {"http_transport": "transport"}
 """Fields whose settings key differs from their Python name."""
-# allow_inf_nan=False: TOML has `inf` and `nan` literals, and an infinite grace
-# or timeout would make a stop or a call unbounded.
-STRICT: Final = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-"""The model config every settings table shares (``config.models`` too): unknown keys are errors."""
 DEFAULT_LIST_CHANGED_DEBOUNCE_MS = 50
 """Quiet window after a server's last ``list_changed`` before its re-sync starts."""
 DEFAULT_LIST_CHANGED_MAX_WAIT_MS = 500
@@ -212,6 +212,10 @@ class ServerSettings(_Inheritable):
     http_transport: Literal["streamable_http", "sse"] = Field(default="streamable_http", alias="transport")
     """The ``transport`` key: ``"sse"`` for a legacy HTTP+SSE server (``url`` is its SSE endpoint)."""
     oauth: OAuthSettings | None = None
+    tags: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")]] = []
+    """Labels a view's ``servers`` may name instead of server names (issue 26)."""
+    tools: dict[str, ToolTransformSettings] = {}
+    """Transforms, by raw tool name: public name, texts, hints, ``_meta`` and arguments (``config.transforms``)."""
 
     @field_validator("url")
     @classmethod
@@ -242,7 +246,26 @@ class ServerSettings(_Inheritable):
             kind = "http (url)" if key in _HTTP_ONLY else "stdio (command)"
             raise ValueError(f"{where}: '{_KEY_NAMES.get(key, key)}' only applies to {kind} servers; remove it")
         self._check_oauth(where)
+        self._check_tool_names(where)
         return self
+
+    def _check_tool_names(self, where: str) -> None:
+        """Override names must make public names of at most 64 characters, and no two the same."""
+        taken: dict[str, str] = {}
+        for raw, transform in self.tools.items():
+            if transform.name is None:
+                continue
+            public = f"mcp__{self.name}__{transform.name}" if self.namespace else transform.name
+            if len(public) > MAX_PUBLIC_NAME:
+                raise ValueError(
+                    f"{where}: tools.{raw}.name makes the public name {public!r}, {len(public)} characters; "
+                    f"public names have at most {MAX_PUBLIC_NAME}: shorten it"
+                )
+            if public in taken:
+                raise ValueError(
+                    f"{where}: tools.{raw}.name and tools.{taken[public]}.name are both {transform.name!r}"
+                )
+            taken[public] = raw
 
     def _check_oauth(self, where: str) -> None:
         oauth = self.oauth

@@ -1,4 +1,9 @@
-"""Registry changes told to every host, per kind, coalesced, in both protocol eras (DESIGN §7).
+"""Catalog changes told to the hosts of one view, per kind, coalesced, in both protocol eras (DESIGN §7, I16).
+
+Each Front runs one notifier over its view: it compares the view's own
+per-kind counters (``catalog.views.CatalogView.versions``), so a change the
+view cannot see (another server's, a hidden tool's) reaches none of its
+hosts, and an edit of the view's rules (a reload) reaches all of them.
 
 2026-era hosts hold ``subscriptions/listen`` streams served by the SDK's
 ``ListenHandler`` over the relay's in-memory bus; handshake-era hosts get
@@ -18,12 +23,13 @@ import logging
 from typing import Final
 
 import trio
-from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
 from supervisor.catalog.registry import Kind
+from supervisor.catalog.views import CatalogView
 from supervisor.catalog.wire_form import ToolsListWireCache
-from supervisor.host.relay import Relay
-from supervisor.root import Supervisor
+from supervisor.host.relay import LegacyHosts
+from supervisor.root import ChangeSignal
 
 logger = logging.getLogger(__name__)
 
@@ -32,20 +38,29 @@ NOTICE_COALESCE_SEC: Final = 0.01
 
 
 class ChangeNotices:
-    """Announces the Supervisor's Registry changes to the Front's hosts."""
+    """Announces one view's catalog changes to the hosts of the Front serving it."""
 
-    def __init__(self, supervisor: Supervisor, relay: Relay, tools_list_cache: ToolsListWireCache) -> None:
-        self._supervisor = supervisor
-        self._relay = relay
+    def __init__(
+        self,
+        view: CatalogView,
+        changed: ChangeSignal,
+        bus: InMemorySubscriptionBus,
+        legacy: LegacyHosts,
+        tools_list_cache: ToolsListWireCache,
+    ) -> None:
+        self._view = view
+        self._changed = changed
+        self._bus = bus
+        self._legacy = legacy
         self._tools_list_cache = tools_list_cache
 
     async def serve(self) -> None:
-        """Tell every host about Registry changes, per kind, coalesced, until cancelled."""
-        registry = self._supervisor.registry
+        """Tell the view's hosts about its changes, per kind, coalesced, until cancelled."""
+        registry = self._view
         seen = registry.versions
         while True:
             while registry.versions == seen:
-                await self._supervisor.catalog_changed.wait()
+                await self._changed.wait()
             # New tools get their wire forms now, while servers are still starting, not in the
             # first answer (``catalog.wire_form``): that one is on the host's critical path.
             self._tools_list_cache.warm()
@@ -56,9 +71,9 @@ class ChangeNotices:
             await self._announce(changed)
 
     async def _announce(self, kinds: set[Kind]) -> None:
-        logger.debug("catalog changed (%s); notifying hosts", ", ".join(sorted(kinds)))
-        bus = self._relay.bus
-        legacy = self._relay.legacy.connections  # a snapshot: connections may close while we await
+        logger.debug("catalog changed (%s); notifying the hosts of view %r", ", ".join(sorted(kinds)), self._view.name)
+        bus = self._bus
+        legacy = self._legacy.of_view(self._view)  # a snapshot: connections may close while we await
         if "tools" in kinds:
             await bus.publish(ToolsListChanged())
             for connection in legacy:

@@ -62,9 +62,11 @@ from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome
 from supervisor.catalog.naming import PREFIX
 from supervisor.catalog.registry import RegisteredPrompt, RegisteredTool
+from supervisor.catalog.views import CatalogView
 from supervisor.catalog.wire_form import ToolsListWireCache
 from supervisor.compat.sdk import add_server_middleware, connection_of
 from supervisor.errors import UpstreamError
+from supervisor.host.catalog_search import CatalogSearch
 from supervisor.host.change_notices import ChangeNotices
 from supervisor.host.exchanges import ExchangeTable
 from supervisor.host.fast_path import FastToolCalls
@@ -96,20 +98,24 @@ CALL_FAILURE_LOG_WINDOW_SEC: Final = 10.0
 class Front:
     """Host-facing MCP server over the Supervisor's Registry."""
 
-    def __init__(self, supervisor: Supervisor, relay: Relay) -> None:
+    def __init__(self, supervisor: Supervisor, relay: Relay, view: CatalogView | None = None) -> None:
         """Build the Front's MCP server.
 
         Args:
             supervisor: Whose Registry and actors the Front serves.
             relay: Where upstream traffic for hosts goes (the same one the
                 Supervisor's upstreams were given).
+            view: What of the catalog its hosts see (default: everything).
         """
         self._supervisor = supervisor
         self._relay = relay
-        self._bus = relay.bus
+        self.view = view if view is not None else supervisor.views[""]
+        """Every read of the catalog goes through it: a host of this Front sees this view and nothing else (I16)."""
+        self._bus = relay.open_bus(self.view)
         self._listen = ListenHandler(self._bus)
         self._exchanges = ExchangeTable(relay.calls)
-        self._routes = ResourceRoutes(supervisor)
+        self._routes = ResourceRoutes(supervisor, self.view)
+        self._search = CatalogSearch(self.view, self.wait_for_first_attempts) if self.view.search else None
         self._unanswered: set[types.RequestId] = set()
         """Ids of host requests whose handler has not returned yet."""
         self._idle = trio.Event()
@@ -143,14 +149,14 @@ class Front:
         )
         add_server_middleware(self.server, self._track_requests)
         self.tools_list_cache = ToolsListWireCache(
-            supervisor.registry,
+            self.view,
             settled=lambda: not supervisor.pending_first_attempts(),
             stamp=lambda: self.server.server_info_stamp,
             wait=self.wait_for_first_attempts,
         )
         """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
         add_server_middleware(self.server, self.tools_list_cache)
-        self.fast_calls = FastToolCalls(supervisor.route, self.tool_calls.call_tool_wire)
+        self.fast_calls = FastToolCalls(self.route, self.tool_calls.call_tool_wire)
         """The tools/call fast path (``host.fast_path``); innermost, after the request tracking."""
         add_server_middleware(self.server, self.fast_calls)
         self.init_options = self.server.create_initialization_options(
@@ -161,7 +167,10 @@ class Front:
         """Run the change notifier, the exchanges and the own-warning delivery until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self._exchanges.run)
-            nursery.start_soon(ChangeNotices(self._supervisor, self._relay, self.tools_list_cache).serve)
+            notices = ChangeNotices(
+                self.view, self._supervisor.catalog_changed, self._bus, self._relay.legacy, self.tools_list_cache
+            )
+            nursery.start_soon(notices.serve)
             nursery.start_soon(self._relay.serve_own_warnings)
             task_status.started()
 
@@ -173,25 +182,25 @@ class Front:
         # A host that lists right after starting us sees every server that has
         # finished its first attempt, not a half-empty catalog.
         await self.wait_for_first_attempts()
-        return types.ListToolsResult(tools=self._supervisor.registry.tools())
+        return types.ListToolsResult(tools=self.view.tools())
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         await self.wait_for_first_attempts()
-        return types.ListPromptsResult(prompts=self._supervisor.registry.prompts())
+        return types.ListPromptsResult(prompts=self.view.prompts())
 
     async def _list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         await self.wait_for_first_attempts()
-        return types.ListResourcesResult(resources=self._supervisor.registry.resources())
+        return types.ListResourcesResult(resources=self.view.resources())
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         await self.wait_for_first_attempts()
-        return types.ListResourceTemplatesResult(resource_templates=self._supervisor.registry.templates())
+        return types.ListResourceTemplatesResult(resource_templates=self.view.templates())
 
     async def wait_for_first_attempts(self, bound_sec: float = FIRST_LIST_WAIT_SEC) -> None:
         """Wait, at most ``bound_sec`` (and never past the start-up bound), for servers still on their first attempt."""
@@ -204,10 +213,10 @@ class Front:
 
     async def route_tool(self, public_name: str) -> tuple[RegisteredTool, ServerActor]:
         """The tool named ``public_name`` and its actor, once the first attempts allow saying it is unknown."""
-        return await self._route_named("tool", public_name, self._supervisor.route)
+        return await self._route_named("tool", public_name, self.route)
 
     async def _route_prompt(self, public_name: str) -> tuple[RegisteredPrompt, ServerActor]:
-        return await self._route_named("prompt", public_name, self._supervisor.route_prompt)
+        return await self._route_named("prompt", public_name, partial(self._supervisor.route_prompt, view=self.view))
 
     async def _route_named(self, kind: str, name: str, lookup: Callable[[str], T | None]) -> T:
         """``lookup(name)`` through ``routed``: None is the "unknown" error, with why when a server is parked."""
@@ -223,7 +232,8 @@ class Front:
     def unknown(self, kind: str, name: str) -> MCPError:
         """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
         for actor in self._supervisor.actors.values():
-            if actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
+            shown = self.view.shows_server(actor.name)
+            if shown and actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
                 return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {actor.status.unavailable_message()}")
         return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}")
 
@@ -237,8 +247,13 @@ class Front:
         return self._shutting_down
 
     def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None:
-        """The tool named ``public_name`` and the actor serving it, or None."""
-        return self._supervisor.route(public_name)
+        """The view's tool named ``public_name`` and the actor serving it, or None."""
+        return self._supervisor.route(public_name, self.view)
+
+    @property
+    def search(self) -> CatalogSearch | None:
+        """The view's own ``search_tools`` and ``call_tool`` (a search view only)."""
+        return self._search
 
     def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None:
         """Count one finished tools/call in the metrics."""
@@ -341,9 +356,10 @@ class Front:
     # -- subscriptions and logging ----------------------------------------------------
 
     async def _roots_changed(self, ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
-        """A handshake host's roots changed: every server may have cached them (each actor tells its own)."""
+        """A handshake host's roots changed: every server it sees may have cached them (each actor tells its own)."""
         for actor in self._supervisor.actors.values():
-            actor.notify_roots_changed()
+            if self.view.shows_server(actor.name):
+                actor.notify_roots_changed()
         await trio.lowlevel.checkpoint()
 
     async def _subscribe(
@@ -352,7 +368,7 @@ class Front:
         uri = str(params.uri)
         actor = await self.routed(f"resource {uri}", lambda: self._routes.owner_of(uri))
         connection = connection_of(ctx.session)
-        self._relay.legacy.capture(connection)
+        self._relay.legacy.capture(connection, self.view)
         self._relay.subscriptions.subscribe(connection, uri, actor.name)
         await self._subscribed_upstream(actor)
         return types.EmptyResult()
@@ -394,7 +410,7 @@ class Front:
     async def _set_log_level(
         self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
-        self._relay.legacy.set_level(connection_of(ctx.session), params.level)
+        self._relay.legacy.set_level(connection_of(ctx.session), params.level, self.view)
         return types.EmptyResult()
 
     # -- request tracking (shutdown) and handshake-era connections --------------------
@@ -412,7 +428,7 @@ class Front:
                 self._settle(request_id)
         if ctx.method == "notifications/initialized" and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
             # The SDK builds a new ServerSession per request; the connection lives as long as the host's session.
-            self._relay.legacy.capture(connection_of(ctx.session))
+            self._relay.legacy.capture(connection_of(ctx.session), self.view)
         return result
 
     def _settle(self, request_id: types.RequestId) -> None:

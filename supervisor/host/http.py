@@ -1,12 +1,19 @@
-"""The Front over MCP streamable HTTP: ``http://<host>:<port>/mcp``, both protocol eras, under trio.
+"""The Fronts over MCP streamable HTTP: ``/mcp`` and ``/mcp/<view>``, both protocol eras, under trio.
 
-``HttpHostLink.run`` owns one cancel scope holding the SDK's
-``StreamableHTTPSessionManager`` (its task group, one task per host session)
-and hypercorn's trio worker serving ``HttpGuard(StreamableHTTPASGIApp)`` on the
-configured port (``0``: one the OS picks; ``urls`` and the ``listening`` log
-line say which). The guard does rebinding protection, bearer auth and the
-declared-size check (``ops.http``); the manager applies the same body limit to
-streamed bodies and the SDK's own Host/Origin check with the same names.
+Each view has its own Front (``serve`` makes them) at its own path: ``/mcp``
+serves the default view (everything), ``/mcp/<name>`` the view ``<name>``. A
+view is chosen by URL, not by session, so it holds in the 2026 era too, which
+has no session to hang it on.
+
+``HttpHostLink.run`` owns one cancel scope holding one SDK
+``StreamableHTTPSessionManager`` per Front (its task group, one task per host
+session) and hypercorn's trio worker serving ``HttpGuard(by path → manager)``
+on the configured port (``0``: one the OS picks; ``urls`` and the
+``listening`` log line say which). The guard does rebinding protection,
+bearer auth with view-bound tokens (a token opens only its views' paths: 403
+on any other), and the declared-size check (``ops.http``); each manager
+applies the same body limit to streamed bodies and the SDK's own Host/Origin
+check with the same names.
 
 2026-era hosts get change notices over ``subscriptions/listen`` (the Front's
 bus); handshake-era hosts over their session's standalone GET stream (the
@@ -22,12 +29,15 @@ listeners close. ``close`` waits at most ``HOST_CLOSE_GRACE_SEC``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Mapping
 from functools import partial
 
 import trio
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import Receive, Scope, Send
 
 from supervisor.config.models import FrontSettings
 from supervisor.host.front import Front
@@ -40,42 +50,62 @@ HOST_CLOSE_GRACE_SEC = 5.0
 """How long closing every host session and the listener may take before we stop waiting."""
 
 
-class HttpHostLink:
-    """Serves the Front to any number of hosts over streamable HTTP."""
+def view_path(view: str) -> str:
+    """Where a view is served: ``/mcp`` for the default view, ``/mcp/<view>`` for the others."""
+    return f"{MCP_PATH}/{view}" if view else MCP_PATH
 
-    def __init__(self, front: Front, settings: FrontSettings) -> None:
-        self._front = front
+
+class _ByPath:
+    """ASGI app: each request to the manager of its path (the guard already answered 404 for any other)."""
+
+    def __init__(self, apps: Mapping[str, StreamableHTTPASGIApp]) -> None:
+        self._apps = dict(apps)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._apps[scope["path"]](scope, receive, send)
+
+
+class HttpHostLink:
+    """Serves each view's Front to any number of hosts over streamable HTTP."""
+
+    def __init__(self, fronts: Mapping[str, Front], settings: FrontSettings) -> None:
+        self._fronts = dict(fronts)
         self._settings = settings
         names = allowed_names(settings.host)
         sdk_names = [f"[{n}]" if ":" in n else n for n in names]
-        self._manager = StreamableHTTPSessionManager(
-            app=front.server,
-            security_settings=TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=[*sdk_names, *(f"{n}:*" for n in sdk_names)],
-                allowed_origins=[
-                    f"{scheme}://{n}{port}" for scheme in ("http", "https") for n in sdk_names for port in ("", ":*")
-                ],
-            ),
-            max_request_body_size=settings.max_request_body_bytes,
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[*sdk_names, *(f"{n}:*" for n in sdk_names)],
+            allowed_origins=[
+                f"{scheme}://{n}{port}" for scheme in ("http", "https") for n in sdk_names for port in ("", ":*")
+            ],
         )
+        self._managers = {
+            view_path(view): StreamableHTTPSessionManager(
+                app=front.server, security_settings=security, max_request_body_size=settings.max_request_body_bytes
+            )
+            for view, front in self._fronts.items()
+        }
         self._guard = HttpGuard(
-            StreamableHTTPASGIApp(self._manager),
+            _ByPath({path: StreamableHTTPASGIApp(manager) for path, manager in self._managers.items()}),
             token=settings.token,
+            scoped_tokens=[(t.secret, frozenset(view_path(v) for v in t.views)) for t in settings.tokens],
             names=names,
-            paths={MCP_PATH},
+            paths=set(self._managers),
             max_body_bytes=settings.max_request_body_bytes,
         )
         self._scope = trio.CancelScope()
         self._done = trio.Event()
         self.urls: list[str] = []
-        """Where hosts connect (``http://HOST:PORT/mcp``, the port really bound), once ``run`` has started."""
+        """Where hosts connect to the default view (``http://HOST:PORT/mcp``, the port really bound), once started."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until ``close`` (or the owner's cancellation); ``urls`` is set before it reports started."""
         try:
             with self._scope:
-                async with self._manager.run(), trio.open_nursery() as nursery:
+                async with contextlib.AsyncExitStack() as managers, trio.open_nursery() as nursery:
+                    for manager in self._managers.values():
+                        await managers.enter_async_context(manager.run())
                     self.urls = await nursery.start(
                         partial(
                             serve_asgi,
@@ -86,6 +116,9 @@ class HttpHostLink:
                             url_path=MCP_PATH,
                         )
                     )
+                    for view in self._fronts:
+                        if view:
+                            logger.info("view %s served at %s", view, view_path(view), extra={"view": view})
                     task_status.started()
         finally:
             self._done.set()
@@ -96,7 +129,8 @@ class HttpHostLink:
 
     async def wait_idle(self) -> None:
         """Return once every running call has finished and its response has been written."""
-        await self._front.wait_idle()
+        for front in self._fronts.values():
+            await front.wait_idle()
         await self._guard.wait_idle()
 
     async def close(self) -> None:

@@ -53,6 +53,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, LoggingLevel
 
 from supervisor.calls.attribution import LOG_LEVELS, CallTracker, HostCall, level_admits
+from supervisor.catalog.views import CatalogView
 from supervisor.compat.sdk import connection_of
 from supervisor.host.subscriptions import Subscriptions
 
@@ -65,33 +66,44 @@ OWN_WARNINGS_BUFFER: Final = 64
 
 
 class LegacyHosts:
-    """Handshake-era host connections and the log level each asked for."""
+    """Handshake-era host connections, the view each was served, and the log level each asked for."""
 
     def __init__(self, on_levels_changed: Callable[[], None]) -> None:
         self._levels: dict[Connection, LoggingLevel | None] = {}
+        self._views: dict[Connection, CatalogView | None] = {}
         self._on_levels_changed = on_levels_changed
         self._on_leave: list[Callable[[Connection], None]] = []
 
     def on_leave(self, callback: Callable[[Connection], None]) -> None:
         self._on_leave.append(callback)
 
-    def capture(self, connection: Connection) -> None:
-        """Track ``connection`` until it closes (the SDK unwinds its exit stack then)."""
+    def capture(self, connection: Connection, view: CatalogView | None = None) -> None:
+        """Track ``connection`` (served ``view``; None: everything) until it closes (the SDK unwinds its stack then)."""
         if connection not in self._levels:
             self._levels[connection] = None
+            self._views[connection] = view
             connection.exit_stack.callback(self._forget, connection)
 
     def _forget(self, connection: Connection) -> None:
         had_level = self._levels.pop(connection, None) is not None
+        self._views.pop(connection, None)
         for callback in self._on_leave:
             callback(connection)
         if had_level:
             self._on_levels_changed()
 
-    def set_level(self, connection: Connection, level: LoggingLevel) -> None:
-        self.capture(connection)
+    def set_level(self, connection: Connection, level: LoggingLevel, view: CatalogView | None = None) -> None:
+        self.capture(connection, view)
         self._levels[connection] = level
         self._on_levels_changed()
+
+    def of_view(self, view: CatalogView) -> list[Connection]:
+        """The connections served ``view`` (a snapshot), for its change notices."""
+        return [c for c, seen in self._views.items() if seen is view or (seen is None and not view.name)]
+
+    def shown(self, server: str | None) -> list[Connection]:
+        """The connections whose view shows ``server`` (None: not about one server), a snapshot."""
+        return [c for c, view in self._views.items() if server is None or view is None or view.shows_server(server)]
 
     def level_of(self, connection: Connection) -> LoggingLevel | None:
         return self._levels.get(connection)
@@ -118,13 +130,22 @@ class Relay:
         self.legacy = LegacyHosts(on_levels_changed=self._levels_changed)
         self.subscriptions = Subscriptions()
         self.legacy.on_leave(self.subscriptions.release)
-        self.bus = InMemorySubscriptionBus()
-        """The listen-event bus of 2026-era hosts (the Front's ``ListenHandler`` serves it)."""
+        self._buses: list[tuple[CatalogView | None, InMemorySubscriptionBus]] = []
+        """Each Front's listen-event bus (its ``ListenHandler`` serves its 2026-era hosts), with its view."""
         self._elicitation_hosts: OrderedDict[str, Connection] = OrderedDict()
         self._on_log_level: Callable[[LoggingLevel | None], None] | None = None
         self._own_warnings_send, self._own_warnings_receive = trio.open_memory_channel[
-            types.LoggingMessageNotificationParams
+            tuple[str | None, types.LoggingMessageNotificationParams]
         ](OWN_WARNINGS_BUFFER)
+
+    def open_bus(self, view: CatalogView | None = None) -> InMemorySubscriptionBus:
+        """A new listen-event bus for the Front serving ``view``.
+
+        A resource update reaches it only if the view shows the server it came from.
+        """
+        bus = InMemorySubscriptionBus()
+        self._buses.append((view, bus))
+        return bus
 
     def on_log_level(self, callback: Callable[[LoggingLevel | None], None]) -> None:
         """Call ``callback`` with the most verbose level any host wants, whenever it changes."""
@@ -187,22 +208,25 @@ class Relay:
 
     async def deliver_log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        for connection in self.legacy.connections:
+        for connection in self.legacy.shown(server):  # a view that hides the server hides its messages
             if level_admits(self.legacy.level_of(connection), params.level):
                 await connection.notify("notifications/message", wire)
 
-    def publish_own_warning(self, level: LoggingLevel, text: str) -> None:
-        """Queue one of the sidecar's own warnings for the hosts that set a log level (never blocks)."""
+    def publish_own_warning(self, level: LoggingLevel, text: str, server: str | None = None) -> None:
+        """Queue one of the sidecar's own warnings (about ``server``, if one) for the hosts that set a log level.
+
+        Never blocks. Only hosts whose view shows ``server`` get it.
+        """
         params = types.LoggingMessageNotificationParams(level=level, logger=OWN_LOGGER, data=text)
         # A burst beyond the buffer is dropped; the log file keeps every line.
         with contextlib.suppress(trio.WouldBlock):
-            self._own_warnings_send.send_nowait(params)
+            self._own_warnings_send.send_nowait((server, params))
 
     async def serve_own_warnings(self) -> None:
         """Deliver queued own warnings until cancelled."""
-        async for params in self._own_warnings_receive:
+        async for server, params in self._own_warnings_receive:
             wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-            for connection in self.legacy.connections:
+            for connection in self.legacy.shown(server):
                 level = self.legacy.level_of(connection)
                 if level is not None and level_admits(level, params.level):
                     await connection.notify("notifications/message", wire)
@@ -216,7 +240,9 @@ class Relay:
             if isinstance(host, Connection):
                 await host.send_resource_updated(uri)
         if any(not isinstance(host, Connection) for host in hosts):
-            await self.bus.publish(ResourceUpdated(uri=uri))
+            for view, bus in self._buses:  # a view that hides the server never hears of its resources
+                if view is None or view.shows_server(server):
+                    await bus.publish(ResourceUpdated(uri=uri))
 
 
 def _result_type(request: types.InputRequest) -> Any:

@@ -14,7 +14,10 @@ the servers listed, in this order:
 Completions against a template route to the server that listed exactly that
 template (two servers listing the same template: an error naming both).
 
-Concurrency: synchronous lookups over the Registry; the parsed-template cache
+Every lookup goes through the Front's view (``catalog.views``): a server the
+view hides neither serves a URI nor counts as one that might.
+
+Concurrency: synchronous lookups over the view; the parsed-template cache
 is a plain dict filled without ``await``.
 """
 
@@ -26,6 +29,7 @@ from mcp import MCPError
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types import INVALID_PARAMS
 
+from supervisor.catalog.views import CatalogView
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
 
@@ -35,8 +39,9 @@ MAX_PARSED_TEMPLATES: Final = 4096
 class ResourceRoutes:
     """Routes resource URIs and templates to the ServerActor that serves them."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, view: CatalogView) -> None:
         self._supervisor = supervisor
+        self._view = view
         self._parsed: dict[str, UriTemplate | None] = {}
 
     def owner_of(self, uri: str) -> ServerActor:
@@ -45,13 +50,11 @@ class ResourceRoutes:
         Raises:
             MCPError: No server, or more than one, can be said to serve it (-32602, naming them).
         """
-        supervisor = self._supervisor
-        listed = supervisor.registry.resource_owner(uri)
+        supervisor, view = self._supervisor, self._view
+        listed = view.resource_owner(uri)
         if listed is not None and (actor := supervisor.actors.get(listed)) is not None:
             return actor
-        matching = sorted(
-            {entry.owner for entry in supervisor.registry.template_entries() if self._matches(entry.raw_name, uri)}
-        )
+        matching = sorted({entry.owner for entry in view.template_entries() if self._matches(entry.raw_name, uri)})
         if len(matching) > 1:
             raise MCPError(
                 INVALID_PARAMS,
@@ -60,7 +63,9 @@ class ResourceRoutes:
             )
         if matching and (actor := supervisor.actors.get(matching[0])) is not None:
             return actor
-        offering = sorted(name for name, actor in supervisor.actors.items() if actor.offers_resources)
+        offering = sorted(
+            name for name, actor in supervisor.actors.items() if actor.offers_resources and view.shows_server(name)
+        )
         if len(offering) == 1:
             return supervisor.actors[offering[0]]
         if offering:
@@ -78,7 +83,7 @@ class ResourceRoutes:
             MCPError: No server, or more than one, listed it (-32602).
         """
         supervisor = self._supervisor
-        owners = sorted({e.owner for e in supervisor.registry.template_entries() if e.raw_name == template})
+        owners = sorted({e.owner for e in self._view.template_entries() if e.raw_name == template})
         if len(owners) > 1:
             raise MCPError(INVALID_PARAMS, f"resource template {template!r} is listed by servers {_names(owners)}")
         if not owners or (actor := supervisor.actors.get(owners[0])) is None:

@@ -236,9 +236,14 @@ class HostSplice:
             return False
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
-        arguments_span = spans.inner.get("arguments") if spans is not None else None
-        arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
-        if not splice.submit(call, tool.raw_name, plain[1], arguments_text):
+        if tool.transforms_arguments:
+            # A transform renames, defaults or injects arguments: re-encoded, not the host's bytes.
+            arguments, arguments_text = tool.upstream_arguments(plain[1]), None
+        else:
+            arguments_span = spans.inner.get("arguments") if spans is not None else None
+            arguments = plain[1]
+            arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
+        if not splice.submit(call, tool.raw_name, arguments, arguments_text):
             return False
         self._by_host_id[host_id] = call
         self.tracker.track(host_id)

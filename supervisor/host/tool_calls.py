@@ -62,6 +62,22 @@ T = TypeVar("T")
 SHUTTING_DOWN_TEXT = "mcp-supervisor is shutting down; the call was not started"
 
 
+class OwnTools(Protocol):
+    """A search view's own tools (``host.catalog_search.CatalogSearch``)."""
+
+    def owns(self, name: str) -> bool: ...
+
+    async def call(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        call_tool: Callable[
+            [ServerRequestContext[Any], types.CallToolRequestParams],
+            Awaitable[types.CallToolResult | types.InputRequiredResult],
+        ],
+    ) -> types.CallToolResult | types.InputRequiredResult: ...
+
+
 class CallingFront(Protocol):
     """What a tools/call needs of the Front (``host.front.Front``)."""
 
@@ -70,6 +86,9 @@ class CallingFront(Protocol):
 
     @property
     def server(self) -> Server[Any]: ...
+
+    @property
+    def search(self) -> OwnTools | None: ...
 
     def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None: ...
 
@@ -99,10 +118,13 @@ class ToolCalls:
         front = self._front
         if front.shutting_down:
             return error_result(SHUTTING_DOWN_TEXT)
+        search = front.search
+        if search is not None and search.owns(params.name):
+            return await search.call(ctx, params, self.call_tool)
         # Right after start a host may call before every server has listed its tools: the
         # host asked for this very tool, so the route waits for the first attempts (``routing``).
         tool, actor = await front.route_tool(params.name)
-        arguments = params.arguments
+        arguments = tool.upstream_arguments(params.arguments)
 
         async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
             return await actor.call_tool(tool.raw_name, arguments, call)
@@ -117,8 +139,10 @@ class ToolCalls:
         if self._front.shutting_down:
             return error_result(SHUTTING_DOWN_TEXT)
 
+        upstream_arguments = tool.upstream_arguments(arguments)
+
         async def send(call: HostCall) -> dict[str, Any]:
-            return await actor.call_tool_wire(tool.raw_name, arguments, call)
+            return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
 
         result = await self._run(ctx, tool, actor, send, _is_error_wire)
         if isinstance(result, str):

@@ -134,6 +134,7 @@ def status_document(supervisor: Observed) -> dict[str, Any]:
                 "syncs": status.syncs,
                 "conflicts": list(status.conflicts),
                 "failed_kinds": dict(status.failed_kinds),
+                "transform_warnings": list(status.transform_warnings),
                 "catalog_cache": None if cache is None else {"entries": cache["entries"], "hits": cache["hits"],
                                                              "misses": cache["misses"]},
             }

@@ -7,7 +7,9 @@ the body, in this order:
 2. ``421`` / ``403`` for a ``Host`` / ``Origin`` that is not an allowed name
    (DNS-rebinding protection; local names always, plus the bound host);
 3. ``401`` without a matching ``Authorization: Bearer`` token (compared with
-   ``hmac.compare_digest``); the body says nothing about the catalog;
+   ``hmac.compare_digest``); the body says nothing about the catalog.
+   ``token`` opens every path; each of ``scoped_tokens`` opens only its own
+   paths (a view's), and gets ``403`` on any other, whether it exists or not;
 4. ``404`` outside the app's paths;
 5. ``413`` when ``Content-Length`` exceeds the limit. A body without a length
    is limited by the wrapped app as it streams (the SDK's
@@ -81,9 +83,11 @@ class HttpGuard:
         names: Collection[str],
         paths: Collection[str],
         max_body_bytes: int,
+        scoped_tokens: Collection[tuple[SecretStr, frozenset[str]]] = (),
     ) -> None:
         self._app = app
-        self._expected = None if token is None else f"Bearer {token.get_secret_value()}".encode()
+        self._expected = None if token is None or not token.get_secret_value() else _bearer(token)
+        self._scoped = [(_bearer(secret), opens) for secret, opens in scoped_tokens]
         self._names = frozenset(names)
         self._paths = frozenset(paths)
         self._max_body_bytes = max_body_bytes
@@ -134,16 +138,37 @@ class HttpGuard:
         origin = headers.get("origin")
         if origin is not None and (urlsplit(origin).hostname or "") not in self._names:
             return 403, "Invalid Origin header"
-        if self._expected is not None and not hmac.compare_digest(
-            headers.get("authorization", "").encode(), self._expected
-        ):
-            return 401, "Unauthorized: send the sidecar's token as 'Authorization: Bearer <token>'"
+        refused = self._authorize(headers.get("authorization", "").encode(), scope["path"])
+        if refused is not None:
+            return refused
         if scope["path"] not in self._paths:
             return 404, "Not found"
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._max_body_bytes:
             return 413, f"Request body too large (limit {self._max_body_bytes} bytes)"
         return None
+
+    def _authorize(self, presented: bytes, path: str) -> tuple[int, str] | None:
+        """401 for no known token, 403 for a view-bound token on another path, else None (let through)."""
+        if self._expected is None and not self._scoped:
+            return None
+        # Every comparison is made, whichever matches: the time taken says nothing about which token it was.
+        opens_all = self._expected is not None and hmac.compare_digest(presented, self._expected)
+        opened: frozenset[str] | None = None
+        for expected, paths in self._scoped:
+            if hmac.compare_digest(presented, expected):
+                opened = paths
+        if opens_all:
+            return None
+        if opened is None:
+            return 401, "Unauthorized: send the sidecar's token as 'Authorization: Bearer <token>'"
+        if path not in opened:
+            return 403, "Forbidden: this token does not open this path"
+        return None
+
+
+def _bearer(token: SecretStr) -> bytes:
+    return f"Bearer {token.get_secret_value()}".encode()
 
 
 async def _serve_lifespan(receive: Receive, send: Send) -> None:

@@ -48,6 +48,8 @@ class ServerStatus:
     conflicts: list[str] = field(default_factory=list)
     failed_kinds: dict[str, str] = field(default_factory=dict)
     """Optional kinds (prompts, resources, templates) whose last fetch failed, and why; their previous entries stay."""
+    transform_warnings: list[str] = field(default_factory=list)
+    """Transforms (``[mcp_servers.<s>.tools.<t>]``) that name a tool or argument the server does not list."""
     syncs: int = 0
     """Syncs run (each one a fetch of the listings asked for plus a swap)."""
 
@@ -103,6 +105,10 @@ class ServerStatus:
             self.failed_kinds.pop(kind, None)
         self.failed_kinds.update(failed)
 
+    def record_transform_warnings(self, warnings: list[str]) -> None:
+        """The transforms the last tools listing left unmatched (empty: all of them apply)."""
+        self.transform_warnings = warnings
+
     def record_error(self, error: str) -> None:
         """Something failed without changing the state (a failed sync keeps the previous tools)."""
         self.last_error = error
@@ -130,6 +136,8 @@ class ServerStatus:
             text += f"; conflicts: {', '.join(self.conflicts)}"
         if self.failed_kinds:
             text += f"; {', '.join(sorted(self.failed_kinds))} not listed (previous kept)"
+        if self.transform_warnings:
+            text += f"; transforms unmatched: {'; '.join(self.transform_warnings)}"
         if self.last_error and self.state != "disabled":
             text += f"; last error: {self.last_error}"
         return text

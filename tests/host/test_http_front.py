@@ -79,7 +79,7 @@ async def serve_front_in_process(tmp_path: Path) -> AsyncIterator[InProcessFront
     relay = Relay()
     supervisor = Supervisor(settings, host=relay)
     front = Front(supervisor, relay)
-    link = HttpHostLink(front, settings.supervisor.front)
+    link = HttpHostLink({"": front}, settings.supervisor.front)
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
         await nursery.start(front.run)

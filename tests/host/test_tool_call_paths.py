@@ -35,7 +35,9 @@ PLAIN: dict[str, Any] = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}, "
 
 
 def _tool(output_schema: dict[str, Any] | None = None) -> Any:
-    return SimpleNamespace(raw_name="echo", owner="fx", source=SimpleNamespace(output_schema=output_schema))
+    return SimpleNamespace(
+        raw_name="echo", owner="fx", source=SimpleNamespace(output_schema=output_schema), transforms_arguments=False
+    )
 
 
 class _Front(SpliceFront):

@@ -129,7 +129,7 @@ async def test_a_running_sidecar_settles_its_heap_once_every_first_attempt_ended
     stop = trio.Event()
     with trio.fail_after(BOUND_SEC), defer_full_collections() as heap:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(lambda: serve_module._run(settings, supervisor, front, _QuietLink(), stop, heap=heap))
+            nursery.start_soon(lambda: serve_module._run(settings, supervisor, [front], _QuietLink(), stop, heap=heap))
             await trio.testing.wait_all_tasks_blocked()
             assert supervisor.pending_first_attempts() == ["a"]
             assert heap.deferring, "full collections must wait while a first attempt runs"

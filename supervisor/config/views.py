@@ -1,0 +1,91 @@
+"""The ``[views.<name>]`` tables and the front's view-bound tokens (issue 26, DESIGN I16).
+
+A view selects part of the catalog for the hosts that use it: servers by name
+or tag (none listed: every server), tools by allow and deny globs on public
+names, and how the tools are offered (``catalog = "all"`` lists them,
+``"search"`` lists ``always_visible`` ones plus ``search_tools`` and
+``call_tool``). What a view does at run time is ``catalog.views``.
+
+``[[supervisor.front.tokens]]`` binds a token (read from the variable
+``token_env_var`` names, when the settings are loaded) to a list of views;
+``supervisor.front.token`` stays the token that opens every view.
+
+Frozen models, validated once by the loader; nothing here awaits.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, field_validator, model_validator
+
+from supervisor.config.base import STRICT
+from supervisor.config.values import env_name_problem
+
+VIEW_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
+"""What a view may be called: it becomes the path ``/mcp/<name>``."""
+DEFAULT_SEARCH_LIMIT: Final = 5
+MAX_SEARCH_LIMIT: Final = 50
+
+_Glob = Annotated[str, Field(min_length=1)]
+
+
+class ViewSettings(BaseModel):
+    """One ``[views.<name>]`` table."""
+
+    model_config = STRICT
+
+    servers: list[str] = []
+    """Server names or tags; empty: every server."""
+    tools: list[_Glob] = []
+    """Allow globs on public names; empty: every tool of the view's servers."""
+    exclude_tools: list[_Glob] = []
+    catalog: Literal["all", "search"] = "all"
+    always_visible: list[_Glob] = []
+    """``catalog = "search"``: globs of the tools still listed beside ``search_tools`` and ``call_tool``."""
+    search_limit: int = Field(default=DEFAULT_SEARCH_LIMIT, ge=1, le=MAX_SEARCH_LIMIT)
+    """How many matches ``search_tools`` returns when the host gives no ``limit``."""
+
+
+class FrontToken(BaseModel):
+    """One ``[[supervisor.front.tokens]]`` entry: a token, read from the environment at load, that opens these views.
+
+    The token itself is never a settings key (it would end up in files and
+    ``check`` output): ``token_env_var`` names the variable that holds it, and
+    an unset or empty variable is a configuration error naming it.
+    """
+
+    model_config = STRICT
+
+    token_env_var: str
+    views: list[str] = Field(min_length=1)
+    _secret: SecretStr = PrivateAttr(default=SecretStr(""))
+
+    @field_validator("token_env_var")
+    @classmethod
+    def _variable_name(cls, name: str) -> str:
+        problem = env_name_problem(name)
+        if problem is not None:
+            raise ValueError(f"token_env_var {problem}")
+        return name
+
+    @model_validator(mode="after")
+    def _read_the_token(self) -> FrontToken:
+        value = os.environ.get(self.token_env_var, "")
+        if not value:
+            raise ValueError(
+                f"token_env_var names {self.token_env_var}, which is not set (or empty); "
+                f"export {self.token_env_var} before starting the supervisor"
+            )
+        self._secret = SecretStr(value)
+        return self
+
+    @property
+    def secret(self) -> SecretStr:
+        """The token, as read from ``token_env_var`` when the settings were loaded."""
+        return self._secret
+
+
+__all__ = ["DEFAULT_SEARCH_LIMIT", "MAX_SEARCH_LIMIT", "VIEW_NAME", "FrontToken", "ViewSettings"]

@@ -1,0 +1,97 @@
+"""A search view's own two tools: ``search_tools`` and ``call_tool`` (issue 26).
+
+A view with ``catalog = "search"`` lists its ``always_visible`` tools plus
+these two (``catalog.views.search_tools`` defines them):
+
+* ``search_tools(query, limit)`` answers from the view's BM25 index
+  (``CatalogView.search_index``, rebuilt whole when the view's tools changed):
+  the best matches, each with its public name, title, description and input
+  schema as a host would list them (transforms applied), as JSON text and as
+  ``structuredContent``;
+* ``call_tool(name, arguments)`` calls any tool of the view by its public name.
+  It is the same call as a direct one: the request is the host's own (its id,
+  progress token, ``_meta``, input responses) with ``name`` and ``arguments``
+  replaced, and it runs through ``ToolCalls.call_tool``, so routing, unknown
+  names (-32602), errors, progress, cancellation, elicitation and 2026 input
+  rounds all behave exactly as for a direct call.
+
+Bad arguments to either tool are a tool error the model can read and correct
+(``isError``), as a server's input validation would be.
+
+Concurrency: runs in the host request's handler task; the index is read (or
+rebuilt) synchronously.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server import ServerRequestContext
+
+from supervisor.catalog.search import describe
+from supervisor.catalog.views import CALL_TOOL, MAX_SEARCH_LIMIT, SEARCH_TOOL, CatalogView
+
+CallResult = types.CallToolResult | types.InputRequiredResult
+CallTool = Callable[[ServerRequestContext[Any], types.CallToolRequestParams], Awaitable[CallResult]]
+
+
+def _tool_error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+class CatalogSearch:
+    """``search_tools`` and ``call_tool`` over one Front's search view.
+
+    Args:
+        view: The Front's view (a search view).
+        settle: What a search waits for first: the servers still on their first attempt (bounded).
+    """
+
+    def __init__(self, view: CatalogView, settle: Callable[[], Awaitable[None]]) -> None:
+        self._view = view
+        self._settle = settle
+        self.searches = 0
+        """How many searches were answered (tests and metrics read it)."""
+
+    @staticmethod
+    def owns(name: str) -> bool:
+        """Whether ``name`` is one of the two tools this view answers itself."""
+        return name in (SEARCH_TOOL, CALL_TOOL)
+
+    async def call(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, call_tool: CallTool
+    ) -> CallResult:
+        """Answer a call of ``search_tools`` or ``call_tool`` (``call_tool``: the Front's own tools/call)."""
+        arguments = params.arguments or {}
+        if params.name == SEARCH_TOOL:
+            return await self._search(arguments)
+        name = arguments.get("name")
+        inner = arguments.get("arguments", {})
+        if not isinstance(name, str) or not name:
+            return _tool_error("call_tool needs 'name': the tool's name, exactly as search_tools gave it")
+        if not isinstance(inner, dict):
+            return _tool_error(f"call_tool: 'arguments' must be an object (the arguments of {name})")
+        if self.owns(name):
+            return _tool_error(f"call_tool: call {name} directly, not through call_tool")
+        return await call_tool(ctx, params.model_copy(update={"name": name, "arguments": inner}))
+
+    async def _search(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        view = self._view
+        query = arguments.get("query")
+        limit = arguments.get("limit", view.rules.search_limit)
+        if not isinstance(query, str) or not query.strip():
+            return _tool_error("search_tools needs 'query': what you want to do, in a few words")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+            return _tool_error(f"search_tools: 'limit' must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
+        # Right after start, search the servers that are still starting too (bounded, as a list is).
+        await self._settle()
+        found = describe(view.search_index().search(query, limit))
+        self.searches += 1
+        payload = {"tools": found}
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+            structured_content=payload,
+        )
