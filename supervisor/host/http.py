@@ -103,23 +103,25 @@ class HttpHostLink:
         """Serve until ``close`` (or the owner's cancellation); ``urls`` is set before it reports started."""
         try:
             with self._scope:
-                async with contextlib.AsyncExitStack() as managers, trio.open_nursery() as nursery:
+                async with contextlib.AsyncExitStack() as managers:
+                    # Every manager's task group is entered before, and left after, the listener's nursery.
                     for manager in self._managers.values():
                         await managers.enter_async_context(manager.run())
-                    self.urls = await nursery.start(
-                        partial(
-                            serve_asgi,
-                            self._guard,
-                            host=self._settings.host,
-                            port=self._settings.port,
-                            settings_key="supervisor.front",
-                            url_path=MCP_PATH,
+                    async with trio.open_nursery() as nursery:
+                        self.urls = await nursery.start(
+                            partial(
+                                serve_asgi,
+                                self._guard,
+                                host=self._settings.host,
+                                port=self._settings.port,
+                                settings_key="supervisor.front",
+                                url_path=MCP_PATH,
+                            )
                         )
-                    )
-                    for view in self._fronts:
-                        if view:
-                            logger.info("view %s served at %s", view, view_path(view), extra={"view": view})
-                    task_status.started()
+                        for view in self._fronts:
+                            if view:
+                                logger.info("view %s served at %s", view, view_path(view), extra={"view": view})
+                        task_status.started()
         finally:
             self._done.set()
 
