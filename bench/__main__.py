@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from bench import big_listing, call_path, fleet, fleet_store, reconnect, storm
+from bench import big_listing, call_path, fleet, fleet_store, reconnect, search, storm
 from bench.harness import box_speed, cores, versions
 
 BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p4": storm.run,
     "p5": fleet_store.run,
     "p6": big_listing.run,
+    "p7": search.run,
 }
 
 

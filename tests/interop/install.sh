@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Install the third-party MCP servers that tests/test_interop.py runs, at pinned versions:
-#   * @modelcontextprotocol/server-everything (npm) into tests/interop/node_modules, from package-lock.json;
+# Install the third-party MCP servers that tests/test_interop.py and bench/search.py run, at pinned versions:
+#   * npm, into tests/interop/node_modules, from package-lock.json: @modelcontextprotocol/server-everything
+#     (interop tests), and for the search bench's retrieval set server-filesystem, server-memory,
+#     server-sequential-thinking, server-github, @playwright/mcp (no browser is downloaded: the
+#     playwright package only fetches one on `npx playwright install`) and @notionhq/notion-mcp-server;
 #   * mcp-server-time (PyPI) into its own venv tests/interop/.venv-time, from requirements-time.txt
-#     (it needs the mcp SDK 1.x, which conflicts with the project's mcp==2.3.0).
+#     (it needs the mcp SDK 1.x, which conflicts with the project's mcp==2.3.0);
+#   * mcp-server-git and mcp-server-fetch (PyPI) into tests/interop/.venv-servers, from
+#     requirements-servers.txt (their own venv keeps GitPython, lxml ... out of the project's).
+# The search bench's part adds ~4 s to npm ci and ~12 s of pip from empty caches (bench/RESULTS.md, issue 26).
 # Idempotent: each part is skipped while its stamp matches its lock file. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -16,14 +22,14 @@ fresh() {  # fresh STAMP_FILE LOCK_FILE: the install recorded in STAMP_FILE was 
 }
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "interop install: node and npm are required for @modelcontextprotocol/server-everything" >&2
+    echo "interop install: node and npm are required for @modelcontextprotocol/server-everything and the other npm servers" >&2
     exit 1
 fi
 
 if fresh node_modules/.interop-stamp package-lock.json; then
-    echo "== interop: server-everything already installed"
+    echo "== interop: npm servers already installed"
 else
-    echo "== interop: npm ci (server-everything, pinned by package-lock.json)"
+    echo "== interop: npm ci (server-everything and the search bench's npm servers, pinned by package-lock.json)"
     rm -rf node_modules
     npm ci --no-audit --no-fund --loglevel=error
     stamp_of package-lock.json >node_modules/.interop-stamp
@@ -37,4 +43,15 @@ else
     "$PYTHON" -m venv .venv-time
     .venv-time/bin/pip install -q -r requirements-time.txt
     stamp_of requirements-time.txt >.venv-time/.interop-stamp
+fi
+
+if fresh .venv-servers/.interop-stamp requirements-servers.txt && [[ -x .venv-servers/bin/mcp-server-git ]]; then
+    echo "== interop: mcp-server-git, mcp-server-fetch already installed"
+else
+    echo "== interop: venv .venv-servers + pip install -r requirements-servers.txt (mcp-server-git, mcp-server-fetch)"
+    rm -rf .venv-servers
+    "$PYTHON" -m venv .venv-servers
+    echo '*' >.venv-servers/.gitignore  # as Python 3.13's venv writes: never committed, whatever .gitignore says
+    .venv-servers/bin/pip install -q -r requirements-servers.txt
+    stamp_of requirements-servers.txt >.venv-servers/.interop-stamp
 fi
