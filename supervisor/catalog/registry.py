@@ -209,6 +209,10 @@ class Registry:
         """Each kind's own change counter."""
         return {kind: self._catalog(kind).version for kind in ALL_KINDS}
 
+    def kind_version(self, kind: Kind) -> int:
+        """``versions[kind]`` without building the dict (a view reads it on every routed call)."""
+        return self._catalog(kind).version
+
     def lookup(self, public_name: str) -> RegisteredTool | None:
         """Return the tool registered under ``public_name``, if any."""
         return self._tools.by_key.get(public_name)

@@ -209,7 +209,7 @@ class CatalogView:
 
     def _refreshed(self, kind: Kind) -> _Kind:
         held = self._kinds[kind]
-        now = self._registry.versions[kind]
+        now = self._registry.kind_version(kind)
         if held.seen == now:
             return held
         held.seen = now
@@ -306,11 +306,6 @@ def everything(registry: Registry) -> CatalogView:
     return CatalogView(registry, EVERYTHING)
 
 
-def own_tool_names(view: CatalogView) -> frozenset[str]:
-    """The names of the tools ``view`` answers itself (none unless it is a search view)."""
-    return frozenset({SEARCH_TOOL, CALL_TOOL}) if view.search else frozenset()
-
-
 __all__ = [
     "CALL_TOOL",
     "EVERYTHING",
@@ -320,6 +315,5 @@ __all__ = [
     "CatalogView",
     "ViewRules",
     "everything",
-    "own_tool_names",
     "search_tools",
 ]

@@ -33,13 +33,10 @@ from mcp.server import ServerRequestContext
 
 from supervisor.catalog.search import describe
 from supervisor.catalog.views import CALL_TOOL, MAX_SEARCH_LIMIT, SEARCH_TOOL, CatalogView
+from supervisor.host.tool_calls import error_result
 
 CallResult = types.CallToolResult | types.InputRequiredResult
 CallTool = Callable[[ServerRequestContext[Any], types.CallToolRequestParams], Awaitable[CallResult]]
-
-
-def _tool_error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 class CatalogSearch:
@@ -53,8 +50,6 @@ class CatalogSearch:
     def __init__(self, view: CatalogView, settle: Callable[[], Awaitable[None]]) -> None:
         self._view = view
         self._settle = settle
-        self.searches = 0
-        """How many searches were answered (tests and metrics read it)."""
 
     @staticmethod
     def owns(name: str) -> bool:
@@ -71,11 +66,11 @@ class CatalogSearch:
         name = arguments.get("name")
         inner = arguments.get("arguments", {})
         if not isinstance(name, str) or not name:
-            return _tool_error("call_tool needs 'name': the tool's name, exactly as search_tools gave it")
+            return error_result("call_tool needs 'name': the tool's name, exactly as search_tools gave it")
         if not isinstance(inner, dict):
-            return _tool_error(f"call_tool: 'arguments' must be an object (the arguments of {name})")
+            return error_result(f"call_tool: 'arguments' must be an object (the arguments of {name})")
         if self.owns(name):
-            return _tool_error(f"call_tool: call {name} directly, not through call_tool")
+            return error_result(f"call_tool: call {name} directly, not through call_tool")
         return await call_tool(ctx, params.model_copy(update={"name": name, "arguments": inner}))
 
     async def _search(self, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -83,13 +78,12 @@ class CatalogSearch:
         query = arguments.get("query")
         limit = arguments.get("limit", view.rules.search_limit)
         if not isinstance(query, str) or not query.strip():
-            return _tool_error("search_tools needs 'query': what you want to do, in a few words")
+            return error_result("search_tools needs 'query': what you want to do, in a few words")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
-            return _tool_error(f"search_tools: 'limit' must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
+            return error_result(f"search_tools: 'limit' must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
         # Right after start, search the servers that are still starting too (bounded, as a list is).
         await self._settle()
         found = describe(view.search_index().search(query, limit))
-        self.searches += 1
         payload = {"tools": found}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],

@@ -56,16 +56,16 @@ class ChangeNotices:
 
     async def serve(self) -> None:
         """Tell the view's hosts about its changes, per kind, coalesced, until cancelled."""
-        registry = self._view
-        seen = registry.versions
+        view = self._view
+        seen = view.versions
         while True:
-            while registry.versions == seen:
+            while view.versions == seen:
                 await self._changed.wait()
             # New tools get their wire forms now, while servers are still starting, not in the
             # first answer (``catalog.wire_form``): that one is on the host's critical path.
             self._tools_list_cache.warm()
             await trio.sleep(NOTICE_COALESCE_SEC)
-            now = registry.versions
+            now = view.versions
             changed = {kind for kind in now if now[kind] != seen[kind]}
             seen = now
             await self._announce(changed)

@@ -5,7 +5,12 @@ Lists (``tools/list``, ``prompts/list``, ``resources/list``,
 server (``tools/call``, ``prompts/get``, ``resources/read``,
 ``completion/complete``, ``resources/subscribe``) route by the Registry
 (``host.resource_routes`` for URIs) to the owning ServerActor's current generation,
-with the raw name. The Front never mutates the Registry.
+with the raw name. The Front never mutates the Registry, and reads it only through its view
+(``catalog.views.CatalogView``; the default one is everything): a host of this
+Front sees that view and nothing else (I16). ``serve`` makes one Front per
+view; they share the Supervisor and the Relay. Resource subscriptions and
+listen streams are ``host.resource_subscriptions``; a search view's own two
+tools are ``host.catalog_search``.
 
 Each routed request runs as a ``HostCall`` in the handler's own task, so a
 host's cancellation (or the SDK's, on shutdown) cancels the upstream request
@@ -72,6 +77,7 @@ from supervisor.host.exchanges import ExchangeTable
 from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
+from supervisor.host.resource_subscriptions import ResourceSubscriptions
 from supervisor.host.routing import route_when_known
 from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
@@ -116,6 +122,12 @@ class Front:
         self._exchanges = ExchangeTable(relay.calls)
         self._routes = ResourceRoutes(supervisor, self.view)
         self._search = CatalogSearch(self.view, self.wait_for_first_attempts) if self.view.search else None
+        self._resource_subscriptions = ResourceSubscriptions(
+            self.view,
+            relay,
+            self._listen,
+            lambda uri: self.routed(f"resource {uri}", partial(self._routes.owner_of, uri)),
+        )
         self._unanswered: set[types.RequestId] = set()
         """Ids of host requests whose handler has not returned yet."""
         self._idle = trio.Event()
@@ -137,9 +149,9 @@ class Front:
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
-            on_subscribe_resource=self._subscribe,
-            on_unsubscribe_resource=self._unsubscribe,
-            on_subscriptions_listen=self._serve_listen,
+            on_subscribe_resource=self._resource_subscriptions.subscribe,
+            on_unsubscribe_resource=self._resource_subscriptions.unsubscribe,
+            on_subscriptions_listen=self._resource_subscriptions.listen,
             on_completion=self._complete,
         )
         # Registered directly: `Server(on_set_logging_level=…)` is deprecated and warns at construction.
@@ -361,51 +373,6 @@ class Front:
             if self.view.shows_server(actor.name):
                 actor.notify_roots_changed()
         await trio.lowlevel.checkpoint()
-
-    async def _subscribe(
-        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
-    ) -> types.EmptyResult:
-        uri = str(params.uri)
-        actor = await self.routed(f"resource {uri}", lambda: self._routes.owner_of(uri))
-        connection = connection_of(ctx.session)
-        self._relay.legacy.capture(connection, self.view)
-        self._relay.subscriptions.subscribe(connection, uri, actor.name)
-        await self._subscribed_upstream(actor)
-        return types.EmptyResult()
-
-    async def _unsubscribe(
-        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        self._relay.subscriptions.unsubscribe(connection_of(ctx.session), str(params.uri))
-        return types.EmptyResult()
-
-    async def _serve_listen(
-        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
-    ) -> types.SubscriptionsListenResult:
-        """A 2026-era host's listen stream; its resource URIs count as that stream's subscriptions."""
-        stream = object()
-        owners: dict[str, ServerActor] = {}
-        for uri in params.notifications.resource_subscriptions or ():
-            try:
-                owner = await self.routed(f"resource {uri}", partial(self._routes.owner_of, uri))
-            except MCPError:
-                continue  # honored but never fires, as with a direct server and an unknown URI
-            self._relay.subscriptions.subscribe(stream, uri, owner.name)
-            owners[owner.name] = owner
-        try:
-            # The acknowledgement must mean "updates flow": subscribe upstream first.
-            for owner in owners.values():
-                await self._subscribed_upstream(owner)
-            return await self._listen(ctx, params)
-        finally:
-            self._relay.subscriptions.release(stream)
-
-    async def _subscribed_upstream(self, actor: ServerActor) -> None:
-        try:
-            await actor.apply_subscriptions()
-        except UpstreamError as exc:
-            # The subscription stays recorded and is applied again on the next generation.
-            logger.warning("server=%s resource subscription not applied yet: %s", actor.name, exc)
 
     async def _set_log_level(
         self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams

@@ -14,11 +14,15 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import anyio
+import mcp_types as types
 import pytest
 import trio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
+from supervisor.catalog.registry import Registry
+from supervisor.catalog.transforms import compile_transforms
+from supervisor.config.transforms import ToolTransformSettings
 from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.splice import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
@@ -161,3 +165,27 @@ async def test_every_other_method_goes_past_the_fast_path_untouched() -> None:
         await fast(_ctx(PLAIN, method="prompts/get"), cast(Any, call_next))
     assert taken == ["prompts/get"]
     assert fast.taken == {}
+
+
+async def test_I16_the_splice_sends_a_transformed_tools_arguments_as_the_upstream_takes_them() -> None:
+    registry = Registry()
+    transform = ToolTransformSettings.model_validate(
+        {"arguments": {"text": {"rename": "words"}, "loud": {"hide": True, "default": True}}}
+    )
+    registry.swap(
+        "fx",
+        [types.Tool(name="echo", input_schema={"type": "object", "properties": {"text": {}, "loud": {}}})],
+        transforms=compile_transforms({"echo": transform}),
+    )
+    (tool,) = registry.tool_entries()
+    stdin, upstream_reads = anyio.create_memory_object_stream[Any](8)
+    out, host_reads = anyio.create_memory_object_stream[Any](8)
+    with stdin, upstream_reads, out, host_reads:
+        upstream = _upstream_splice(stdin, ready=True)
+        actor = SimpleNamespace(wire_upstream=SimpleNamespace(splice=upstream))
+        host = HostSplice(cast(Any, _Front((tool, actor))), SpliceTracker())
+        host.attach(out.clone())
+        assert host.on_line(_line({**PLAIN, "arguments": {"words": "hi", "loud": False}}))
+        sent = json.loads(upstream_reads.receive_nowait())
+        assert sent["params"]["arguments"] == {"text": "hi", "loud": True}, "renamed back, the hidden one injected"
+        host.attach(None)

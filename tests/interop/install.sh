@@ -35,23 +35,19 @@ else
     stamp_of package-lock.json >node_modules/.interop-stamp
 fi
 
-if fresh .venv-time/.interop-stamp requirements-time.txt && [[ -x .venv-time/bin/mcp-server-time ]]; then
-    echo "== interop: mcp-server-time already installed"
-else
-    echo "== interop: venv .venv-time + pip install -r requirements-time.txt (mcp-server-time)"
-    rm -rf .venv-time
-    "$PYTHON" -m venv .venv-time
-    .venv-time/bin/pip install -q -r requirements-time.txt
-    stamp_of requirements-time.txt >.venv-time/.interop-stamp
-fi
+python_servers() {  # python_servers VENV REQUIREMENTS EXECUTABLE WHAT: one pinned venv, skipped while fresh
+    local venv="$1" requirements="$2" executable="$3" what="$4"
+    if fresh "$venv/.interop-stamp" "$requirements" && [[ -x "$venv/bin/$executable" ]]; then
+        echo "== interop: $what already installed"
+        return
+    fi
+    echo "== interop: venv $venv + pip install -r $requirements ($what)"
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    echo '*' >"$venv/.gitignore"  # as Python 3.13's venv writes: never committed, whatever .gitignore says
+    "$venv/bin/pip" install -q -r "$requirements"
+    stamp_of "$requirements" >"$venv/.interop-stamp"
+}
 
-if fresh .venv-servers/.interop-stamp requirements-servers.txt && [[ -x .venv-servers/bin/mcp-server-git ]]; then
-    echo "== interop: mcp-server-git, mcp-server-fetch already installed"
-else
-    echo "== interop: venv .venv-servers + pip install -r requirements-servers.txt (mcp-server-git, mcp-server-fetch)"
-    rm -rf .venv-servers
-    "$PYTHON" -m venv .venv-servers
-    echo '*' >.venv-servers/.gitignore  # as Python 3.13's venv writes: never committed, whatever .gitignore says
-    .venv-servers/bin/pip install -q -r requirements-servers.txt
-    stamp_of requirements-servers.txt >.venv-servers/.interop-stamp
-fi
+python_servers .venv-time requirements-time.txt mcp-server-time "mcp-server-time"
+python_servers .venv-servers requirements-servers.txt mcp-server-git "mcp-server-git, mcp-server-fetch"
