@@ -136,9 +136,10 @@ def write_settings(
     *,
     defaults: Mapping[str, Any] | None = None,
     supervisor: Mapping[str, Any] | None = None,
+    views: Mapping[str, Mapping[str, Any]] | None = None,
     name: str = "settings.toml",
 ) -> Path:
-    """Write a settings file; every stdio server's ``env`` gets the test marker."""
+    """Write a settings file with ``[views.<name>]`` tables; every stdio server's ``env`` gets the marker."""
     marked: dict[str, Any] = {}
     for server_name, table in servers.items():
         server = dict(table)
@@ -149,6 +150,7 @@ def write_settings(
         "supervisor": {"log_level": "debug", "shutdown_grace_sec": scaled(2), **(supervisor or {})},
         "defaults": _deep_merge(FAST_DEFAULTS, defaults or {}),
         "mcp_servers": marked,
+        **({"views": views} if views else {}),
     }
     path = tmp_path / name
     path.write_text(to_toml(document), encoding="utf-8")
@@ -166,19 +168,28 @@ def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, A
 
 
 def to_toml(document: Mapping[str, Any]) -> str:
-    """Serialize nested dicts of strings, numbers, bools and string lists (all this suite needs)."""
+    """Serialize nested dicts of strings, numbers, bools, lists of them and lists of tables (all this suite needs)."""
     lines: list[str] = []
 
-    def emit(prefix: str, table: Mapping[str, Any]) -> None:
-        scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping)}
-        subtables = {k: v for k, v in table.items() if isinstance(v, Mapping)}
-        if prefix:
+    def is_table_array(value: Any) -> bool:
+        return isinstance(value, list) and bool(value) and all(isinstance(item, Mapping) for item in value)
+
+    def emit(prefix: str, table: Mapping[str, Any], *, header: str | None = None) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping) and not is_table_array(v)}
+        if header is not None:
+            lines.append(header)
+        elif prefix:
             lines.append(f"[{prefix}]")
         # JSON strings, numbers, booleans and arrays of them are valid TOML values.
         lines.extend(f"{json.dumps(key)} = {json.dumps(value)}" for key, value in scalars.items())
         lines.append("")
-        for key, value in subtables.items():
-            emit(f"{prefix}.{json.dumps(key)}" if prefix else json.dumps(key), value)
+        for key, value in table.items():
+            path = f"{prefix}.{json.dumps(key)}" if prefix else json.dumps(key)
+            if isinstance(value, Mapping):
+                emit(path, value)
+            elif is_table_array(value):
+                for item in value:
+                    emit(path, item, header=f"[[{path}]]")
 
     emit("", document)
     return "\n".join(lines)
@@ -552,15 +563,20 @@ async def hold_listen_stream(host: Host, *, task_status: trio.TaskStatus[None] =
 
 @asynccontextmanager
 async def open_host(
-    config: Path, mode: ConnectMode = "auto", *, env: Mapping[str, str] | None = None, **client_options: Any
+    config: Path,
+    mode: ConnectMode = "auto",
+    *,
+    env: Mapping[str, str] | None = None,
+    run_args: Sequence[str] = (),
+    **client_options: Any,
 ) -> AsyncIterator[Host]:
-    """Launch ``python -m supervisor run --config CONFIG`` and connect to it as a host.
+    """Launch ``python -m supervisor run --config CONFIG [RUN_ARGS]`` and connect to it as a host.
 
     On exit the host closes the sidecar's stdin and waits (bounded) for it to exit;
     ``Host.exit_code`` and ``Host.exit_after_stdin_closed_sec`` record how that went.
     """
     host = Host()
-    transport = _sidecar_transport(host, sidecar_argv(config), sidecar_env(env))
+    transport = _sidecar_transport(host, sidecar_argv(config, "run", *run_args), sidecar_env(env))
     client_options.setdefault("message_handler", host.on_message)
     async with Client(transport, mode=mode, **client_options) as client:
         host.client = client
