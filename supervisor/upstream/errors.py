@@ -4,6 +4,13 @@
 entering the client raised (often nested exception groups);
 ``split_teardown_errors`` separates transport failures from everything else
 that leaving the client raised. Pure and synchronous.
+
+A server's JSON-RPC error passes through to the host where the caller asks
+(``passthrough``), except -32700: a parse error is about the request the host
+never wrote, or (far more often) the SDK's transport saying the *server's*
+response could not be parsed (an ``application/json`` body holding two
+messages, say). Passed on, the host would read "your request was not JSON";
+it is an ``UpstreamProtocolError`` naming the server instead (issue 30).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from typing import Final
 import anyio
 import httpx2
 from mcp import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
 from pydantic import ValidationError
 
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
@@ -40,6 +47,10 @@ class ErrorTranslator:
             if exc.code == CONNECTION_CLOSED:
                 self._health.mark_lost("connection closed")
                 raise UpstreamUnavailable(server, f"server {server!r}: connection lost during {what}") from exc
+            if exc.code == PARSE_ERROR:
+                raise UpstreamProtocolError(
+                    server, f"server {server!r}: {what}: the answer could not be parsed ({exc.error.message})"
+                ) from exc
             if self._passthrough:
                 return
             raise UpstreamProtocolError(server, f"server {server!r}: {what} failed: {exc.error.message}") from exc

@@ -22,9 +22,11 @@ import mcp_types as types
 import pytest
 import trio
 from mcp import MCPError
+from mcp.client.client import ConnectMode
 
 from tests.fixtures.fixture_server import BUILTIN_TOOLS
 from tests.sidecar import (
+    HOST_MODES,
     REPO_ROOT,
     Host,
     called_tools,
@@ -339,6 +341,28 @@ async def test_an_http_server_that_restarts_on_its_port_is_reconnected(tmp_path:
                 names = await host.tool_names()
                 assert _owned(names, "web") == ["mcp__web__add", "mcp__web__echo"]
             assert host.exit_code == 0
+
+
+@pytest.mark.parametrize("mode", HOST_MODES)
+async def test_an_http_servers_unparsable_answer_is_its_protocol_error_never_a_parse_error_of_the_hosts_request(
+    tmp_path: Path, mode: ConnectMode
+) -> None:
+    # Issue 30: the conformance suite's everything server answers one tool with two JSON lines in one
+    # application/json body; the SDK's transport reports -32700, which must not reach the host as if the
+    # host's request were not JSON.
+    async with open_http_fixture("--name", "web", "--tools", "echo,ndjson") as web:
+        config = write_settings(tmp_path, {"web": {"url": web.url}})
+        with trio.fail_after(BOUND_SEC):
+            async with open_host(config, mode) as host:
+                await host.wait_tools(lambda names: "mcp__web__ndjson" in names)
+                try:
+                    result = await host.call("mcp__web__ndjson")
+                except MCPError as exc:
+                    raise AssertionError(f"the host got a JSON-RPC error: {exc.error}") from exc
+                assert result.is_error
+                assert "server 'web': tools/call ndjson: the answer could not be parsed" in text_of(result)
+                # The server stays up: its other tools answer.
+                assert text_of(await host.call("mcp__web__echo", {"text": "still"})) == "still"
 
 
 async def test_I11_a_crash_of_the_sidecars_own_code_still_terminates_every_child(tmp_path: Path) -> None:
