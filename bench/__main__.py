@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from bench import big_listing, call_path, fleet, fleet_store, reconnect, search, storm
+from bench import big_listing, call_path, fleet, fleet_store, pins, reconnect, search, storm, views
 from bench.harness import box_speed, cores, versions
 
 BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
@@ -22,6 +22,8 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p5": fleet_store.run,
     "p6": big_listing.run,
     "p7": search.run,
+    "p8": views.run,
+    "p9": pins.run,
 }
 
 

@@ -14,8 +14,10 @@ server answered, but not usably) keeps that kind's previous entries while the
 others swap, and ``ServerStatus.failed_kinds`` names it; a failed tools listing,
 or a lost connection, fails the whole sync. Tools and prompts
 go through the catalog cache's race guard (I7); resource lists always bypass
-it (I9). The swap is one synchronous ``Registry.swap_many`` call, so the host
-never sees a mixture (I3).
+it (I9). Between the fetch and the swap, the server's ``PinGuard`` (if pinning
+is on) judges the tools and prompts and takes out what it withholds (I17); a
+pin store it cannot use fails the sync. The swap is one synchronous
+``Registry.swap_many`` call, so the host never sees a mixture (I3).
 
 Producers never block: ``post`` uses ``send_nowait``, and when the bounded
 mailbox is full the message is folded into an overflow ``Pending`` that the
@@ -41,11 +43,20 @@ from mcp.client.caching import CacheMode
 
 from supervisor.catalog.cache import PROMPTS_LIST, TOOLS_LIST, CatalogCache
 from supervisor.catalog.mailbox import EVERY_KIND, Message, Pending, SyncOutcome, SyncReason
-from supervisor.catalog.registry import ALL_KINDS, Definition, DuplicateName, Kind, OwnedListing, Registry
+from supervisor.catalog.registry import (
+    ALL_KINDS,
+    Definition,
+    DuplicateName,
+    Kind,
+    OwnedListing,
+    Registry,
+    public_name_of,
+)
 from supervisor.catalog.transforms import compile_transforms, transform_warnings
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamError, UpstreamProtocolError
 from supervisor.ops.status import ServerStatus
+from supervisor.pins.guard import PinGuard, PinsUnavailable
 from supervisor.seams import ActorEvents, UpstreamSession
 
 logger = logging.getLogger(__name__)
@@ -60,6 +71,16 @@ def _allowed(tools: Sequence[Definition], settings: ServerSettings) -> Sequence[
     """The tools ``settings`` lets through; a handed-over listing stays handed over (``OwnedListing``)."""
     kept = [tool for tool in tools if settings.tool_allowed(getattr(tool, "name", ""))]
     return OwnedListing(kept) if isinstance(tools, OwnedListing) else kept
+
+
+def _kept(tools: Sequence[Definition] | None, prompts: Sequence[Definition] | None) -> dict[Kind, Sequence[Definition]]:
+    """The listings a ``PinGuard`` handed back, by kind (None: that kind was not judged)."""
+    kept: dict[Kind, Sequence[Definition]] = {}
+    if tools is not None:
+        kept["tools"] = tools
+    if prompts is not None:
+        kept["prompts"] = prompts
+    return kept
 
 
 class StatusTransition(Protocol):
@@ -81,6 +102,7 @@ class CatalogSync:
         transition: Applies one typed ``ServerStatus`` transition and publishes it (the actor's).
         log_fields: The structured fields of this server's log records.
         events: Observers of syncs and upstream listings.
+        pins: Judges each tools and prompts listing before the swap (issue 27); None: pinning is off.
     """
 
     def __init__(
@@ -93,8 +115,10 @@ class CatalogSync:
         transition: StatusTransition,
         log_fields: Callable[[], dict[str, object]],
         events: ActorEvents | None,
+        pins: PinGuard | None = None,
     ) -> None:
         self.settings = settings
+        self._pins = pins
         self.name = settings.name
         self._registry = registry
         self._cache = cache
@@ -119,6 +143,8 @@ class CatalogSync:
         """Queue ``message`` without waiting (safe from any task, including upstream callbacks)."""
         try:
             self._mailbox_send.send_nowait(message)
+        except trio.BrokenResourceError:
+            return  # the worker is gone (the actor was stopped): there is nothing left to sync
         except trio.WouldBlock:
             if self._overflow is None:
                 self._overflow = Pending()
@@ -163,12 +189,17 @@ class CatalogSync:
                 logger.info(
                     "server=%s tools withdrawn (%s)", self.name, pending.withdraw.reason, extra=self._log_fields
                 )
+            if self._pins is not None:
+                self._pins.forget_listing()
             self._transition(ServerStatus.mark_withdrawn)
         outcome = SyncOutcome(ok=True)
+        kinds = pending.kinds or EVERY_KIND
         if pending.mode is not None and pending.reason is not None:
-            outcome = await self._sync(pending.mode, pending.reason, pending.kinds or EVERY_KIND)
+            outcome = await self._sync(pending.mode, pending.reason, kinds)
             if self._events is not None:
                 self._events.sync_finished(self.name, pending.reason, outcome.ok)
+        if pending.rejudge and not (pending.mode is not None and kinds & {"tools", "prompts"}):
+            await self._rejudge()
         for reply in pending.replies:
             # A waiter that gave up (its generation ended) has closed its end: nothing to tell.
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
@@ -213,6 +244,13 @@ class CatalogSync:
         if "tools" in listings:
             self._check_transforms(reason, listings["tools"])
             listings["tools"] = _allowed(listings["tools"], self.settings)
+        if self._pins is not None and ("tools" in listings or "prompts" in listings):
+            try:
+                tools, prompts = await self._pins.screen(listings.get("tools"), listings.get("prompts"))
+            except PinsUnavailable as exc:
+                return self._sync_failed(reason, str(exc))
+            listings.update(_kept(tools, prompts))
+            self._transition(ServerStatus.record_pins, self._pins.summary())
         outcome = self._swap(reason, listings)
         self._transition(ServerStatus.record_kinds, fetched=listings.keys(), failed=failed)
         for failed_kind, error in failed.items():
@@ -272,6 +310,34 @@ class CatalogSync:
             extra=self._log_fields,
         )  # fmt: skip
         return SyncOutcome(ok=True)
+
+    async def _rejudge(self) -> None:
+        """Judge the last fetched tools and prompts against pins that changed, and swap (no fetch, I1)."""
+        pins = self._pins
+        if pins is None or pins.last_listings is None or self._current_upstream() is None:
+            return
+        fetched_tools, fetched_prompts = pins.last_listings
+        try:
+            tools, prompts = await pins.screen(fetched_tools, fetched_prompts)
+        except PinsUnavailable as exc:
+            self._sync_failed("pins_changed", str(exc))
+            return
+        listings = _kept(tools, prompts)
+        self._transition(ServerStatus.record_pins, pins.summary())
+        self._swap("pins_changed", listings)
+
+    def withheld_reason(self, kind: str, public_name: str) -> str | None:
+        """Why the tool or prompt listed as ``public_name`` is withheld by pinning; None if it is not."""
+        verdict = self._pins.judgement if self._pins is not None else None
+        if verdict is None:
+            return None
+        for withheld_kind, raw in verdict.withheld:
+            transform = self._transforms.get(raw) if withheld_kind == "tool" else None
+            if withheld_kind == kind and public_name == public_name_of(
+                self.name, raw, namespace=self.settings.namespace, transform=transform
+            ):
+                return self._pins.withheld_reason(withheld_kind, raw) if self._pins is not None else None
+        return None
 
     def _check_transforms(self, reason: SyncReason, tools: Sequence[Definition]) -> None:
         """Warn (log and status) about transforms naming a tool or an argument this listing lacks.

@@ -52,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from supervisor.config.loader import interpolation_environ, load_settings  # noqa: PLC0415 - see the docstring
 
         settings = load_settings(args.config, environ=interpolation_environ())
-        _configure_logging(settings, quiet=command in ("tools", "call", "login") and not args.verbose)
+        quiet = command in ("tools", "call", "login", "pins") and not getattr(args, "verbose", False)
+        _configure_logging(settings, quiet=quiet)
         if command == "check":
             from supervisor.config.check import describe_settings  # noqa: PLC0415
 
@@ -78,15 +79,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "--view applies to the stdio front; over HTTP every view is served at its own URL, "
                         f"http://HOST:PORT/mcp/{view}"
                     )
+                from supervisor.pins.store import check_pin_files  # noqa: PLC0415
+
+                check_pin_files(settings)  # a damaged pin file stops the start, naming the file
                 return trio.run(_start_early_then, settings, "run", view)
             case "tools":
                 view = _chosen_view(settings, args.view)
                 if args.tokens:
                     return trio.run(_start_early_then, settings, "tokens", view)
                 return trio.run(_start_early_then, settings, "tools", args.json, view)
+            case "pins":
+                tool = getattr(args, "tool", None)
+                return trio.run(_start_early_then, settings, "pins", args.pins_action, args.server, tool)
             case "call":
                 arguments = parse_tool_arguments(args.arguments)  # a usage error before anything starts
-                return trio.run(_start_early_then, settings, "call", args.tool, arguments)
+                return trio.run(_start_early_then, settings, "call", args.tool, arguments, args.no_input)
     except ConfigError as exc:
         print(f"mcp-supervisor: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -122,6 +129,10 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
                 return await oneshot.tools(settings, *args, early=early)
             if command == "tokens":
                 return await oneshot.tokens(settings, *args, early=early)
+            if command == "pins":
+                from supervisor.pin_commands import pins  # noqa: PLC0415  (the same import)
+
+                return await pins(settings, *args, early=early)
             return await oneshot.call(settings, *args, early=early)
 
 
@@ -198,6 +209,11 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="public tool name, e.g. mcp__demo__echo")
     call.add_argument("arguments", nargs="?", default=None, help="JSON object of arguments")
     call.add_argument("-v", "--verbose", action="store_true", help="also print the supervisor's log")
+    call.add_argument(
+        "--no-input",
+        action="store_true",
+        help="never ask: a server's elicitation is refused, as for a script (the default when stdin is no terminal)",
+    )
     status = with_config(commands.add_parser("status", help="print the status table of a running sidecar"))
     status.add_argument(
         "--admin-url",
@@ -213,6 +229,20 @@ def _parser() -> argparse.ArgumentParser:
     login.add_argument("-v", "--verbose", action="store_true", help="also print the supervisor's log")
     logout = with_config(commands.add_parser("logout", help="forget an OAuth server's stored tokens"))
     logout.add_argument("server", help="the server's name in the settings")
+    pins = commands.add_parser("pins", help="review and approve pinned tool and prompt definitions")
+    actions = pins.add_subparsers(dest="pins_action", required=True)
+    pins_list = with_config(actions.add_parser("list", help="the state of every pinned tool and prompt"))
+    pins_list.add_argument("server", nargs="?", default=None, help="only this server")
+    pins_diff = with_config(actions.add_parser("diff", help="what changed since a definition was pinned"))
+    pins_diff.add_argument("server", help="the server's name in the settings")
+    pins_diff.add_argument("tool", nargs="?", default=None, help="its raw tool or prompt name (default: all changed)")
+    pins_approve = with_config(actions.add_parser("approve", help="pin what the server lists now"))
+    pins_approve.add_argument("server", help="the server's name in the settings")
+    pins_approve.add_argument("tool", nargs="?", default=None, help="its raw tool or prompt name (default: all)")
+    pins_reset = with_config(actions.add_parser("reset", help="forget a server's pins (next sync: first use)"))
+    pins_reset.add_argument("server", help="the server's name in the settings")
+    for action in (pins_list, pins_diff, pins_approve):
+        action.add_argument("-v", "--verbose", action="store_true", help="also print the supervisor's log")
     imp = commands.add_parser("import", help="convert an mcpServers JSON file to settings TOML")
     imp.add_argument("file", type=Path)
     return parser
@@ -352,6 +382,9 @@ def format_status_table(document: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
              for row in rows]  # fmt: skip
+    for server in document.get("servers", []):
+        for pin_state, keys in (server.get("pins") or {}).items():
+            lines.append(f"{server['name']}: pins {pin_state}: {', '.join(keys)}")
     state = "ready" if document.get("ready") else "starting"
     lines.append(f"{state}; {document.get('catalog_tools', 0)} tools in the catalog")
     store = document.get("catalog_store")

@@ -63,6 +63,10 @@ from supervisor.config.models import Settings
 from supervisor.config.servers import ServerSettings
 from supervisor.ops.metrics import Metrics
 from supervisor.ops.status import ServerStatus
+from supervisor.pins.guard import PinGuard
+from supervisor.pins.judge import PinPolicy
+from supervisor.pins.store import FilePinStore, PinStore
+from supervisor.pins.watch import serve_pin_changes
 from supervisor.seams import Connector, UpstreamSession
 from supervisor.server_actor import ServerActor
 from supervisor.upstream.connect import open_upstream
@@ -130,12 +134,16 @@ class Supervisor:
         on_status: Callable[[ServerStatus], None] | None = None,
         host: HostSide | None = None,
         early: EarlyServers | None = None,
+        pin_writes: bool = True,
     ) -> None:
         self.settings = settings
+        self._pin_writes = pin_writes
         self.catalog_changed = ChangeSignal()
         self.registry = Registry(on_change=self.catalog_changed.notify)
         self.cache = CatalogCache(principal=settings.supervisor.principal, store=settings.supervisor.catalog_store)
         self.cache.resync = self._fleet_resync
+        self.pin_store = self._pin_store(settings)
+        """Every server's pinned definitions (issue 27); ``pin_writes=False`` judges without writing (``pins``)."""
         self.metrics = Metrics(
             statuses=self.statuses, catalog_size=lambda: len(self.registry), store_status=self.cache.store_status
         )
@@ -163,6 +171,7 @@ class Supervisor:
                 self.disabled[name] = ServerStatus(name, state="disabled")
 
     def _new_actor(self, server: ServerSettings) -> ServerActor:
+        policy = PinPolicy(server.pin, server.pin_new_tools)
         actor = ServerActor(
             server,
             self.registry,
@@ -171,10 +180,25 @@ class Supervisor:
             on_status=self._on_status,
             events=self.metrics,
             startup_slots=self._startup_slots,
+            pins=PinGuard(server.name, policy, self.pin_store, writes=self._pin_writes),
         )
         actor.set_log_level(self._log_level)
         actor.set_subscriptions(self._subscriptions.get(server.name, frozenset()))
         return actor
+
+    def _pin_store(self, settings: Settings) -> PinStore:
+        """The local pin files, or, with the Redis catalog store, the fleet's pins with the files as copy."""
+        local = FilePinStore(settings.supervisor.token_store, settings.supervisor.principal)
+        if self.cache.fleet is None:
+            return local
+        from supervisor.fleet.pins import FleetPins  # noqa: PLC0415 - only a Redis fleet loads coredis
+        from supervisor.pins.fleet_store import FleetPinStore  # noqa: PLC0415
+
+        return FleetPinStore(FleetPins(self.cache.fleet.store, settings.supervisor.principal), local)
+
+    def _pin_guards(self) -> list[tuple[PinGuard, Callable[[], None]]]:
+        """Each running actor's pin guard, with how to make it judge again (``pins.watch``)."""
+        return [(actor.pins, actor.request_rejudge) for actor in self.actors.values() if actor.pins is not None]
 
     def _fleet_resync(self, server: str, mode: CacheMode, kinds: frozenset[Kind]) -> None:
         """Another sidecar evicted ``server``'s catalog: re-sync it through its actor's mailbox (I1, I14)."""
@@ -201,6 +225,8 @@ class Supervisor:
             await nursery.start(self.cache.run)
             for actor in self.actors.values():
                 self._start(actor)
+            if self._pin_writes:
+                nursery.start_soon(serve_pin_changes, self._pin_guards)
             logger.info("supervising %d servers (%d disabled)", len(self.actors), len(self.disabled))
             task_status.started()
             # The nursery must stay open even with no actor left: a reload may start new ones.

@@ -48,6 +48,7 @@ from supervisor.catalog.mailbox import (
     EVERY_KIND,
     KINDS_OF_NOTICE,
     Message,
+    Rejudge,
     SyncOutcome,
     SyncReason,
     SyncRequest,
@@ -58,6 +59,7 @@ from supervisor.catalog_sync import CACHED_METHODS, CatalogSync
 from supervisor.config.servers import DEFAULT_LIST_CHANGED_DEBOUNCE_MS, DEFAULT_LIST_CHANGED_MAX_WAIT_MS, ServerSettings
 from supervisor.errors import UpstreamError, UpstreamNeedsLogin, UpstreamTimeout, UpstreamUnavailable, first_leaf
 from supervisor.ops.status import ServerStatus
+from supervisor.pins.guard import PinGuard
 from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.standing_state import StandingState
 from supervisor.upstream.backoff import Backoff
@@ -97,8 +99,11 @@ class ServerActor:
         on_status: Callable[[ServerStatus], None] | None = None,
         events: ActorEvents | None = None,
         startup_slots: trio.CapacityLimiter | None = None,
+        pins: PinGuard | None = None,
     ) -> None:
         self.settings = settings
+        self.pins = pins
+        """This server's pinning (issue 27), None when ``pin = "off"``."""
         self._startup_slots = startup_slots
         self._holding_startup_slot = False
         self._events = events
@@ -128,9 +133,14 @@ class ServerActor:
             transition=self._set_status,
             log_fields=lambda: self._log_fields,
             events=events,
+            pins=pins,
         )
 
     # -- public surface ----------------------------------------------------------------
+
+    def withheld_reason(self, kind: str, public_name: str) -> str | None:
+        """Why the ``kind`` (``tool``, ``prompt``) ``public_name`` is withheld by pinning (I17), None if it is not."""
+        return self._catalog_sync.withheld_reason(kind, public_name)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve this server until cancelled."""
@@ -143,6 +153,10 @@ class ServerActor:
     def request_sync(self, mode: CacheMode, reason: SyncReason, kinds: frozenset[Kind] = EVERY_KIND) -> None:
         """Enqueue a sync without waiting (safe from any task, including upstream callbacks)."""
         self._post(SyncRequest(mode, reason, kinds=kinds))
+
+    def request_rejudge(self) -> None:
+        """The pins changed: judge the last listing again through the mailbox, without a fetch (issue 27)."""
+        self._post(Rejudge())
 
     def set_log_level(self, level: types.LoggingLevel | None) -> None:
         """Ask every generation, from now on, for log messages at ``level`` and above (None: no change)."""
@@ -405,6 +419,8 @@ class ServerActor:
                 self._post(SyncRequest(message.mode, message.reason, reply_send, message.kinds))
             case Withdraw():
                 self._post(Withdraw(message.reason, reply_send))
+            case Rejudge():
+                raise AssertionError("a rejudge is posted, never waited for (request_rejudge)")
             case _:
                 assert_never(message)
         async with reply_recv:

@@ -69,6 +69,17 @@ def marked_processes(mark: str) -> dict[int, str]:
 
 
 @pytest.fixture(autouse=True)
+def private_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``$XDG_STATE_HOME`` of this test alone: pins and tokens it writes by default never reach the real home.
+
+    Sidecars, CLI runs and fixtures started by the test inherit it, so they share it.
+    """
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
+@pytest.fixture(autouse=True)
 def no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Give the test a marker; after it, fail if any marked process is still alive."""
     mark = uuid.uuid4().hex

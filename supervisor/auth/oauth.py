@@ -32,6 +32,12 @@ Issue 13 (the rest of the MCP authorization spec), all through the SDK:
   named reason (:mod:`supervisor.compat.oauth`); the server parks instead of
   retrying.
 
+Issue 30: a client secret (a pre-registered client's, or ``client_credentials``')
+is sent the way ``oauth.token_endpoint_auth_method`` says; ``auto`` (the default)
+lets the authorization server's metadata decide once it is known
+(:func:`supervisor.compat.oauth.token_auth_method` holds the table). Dynamic
+registration asks for no secret (``none``), as before.
+
 Nothing here logs a token, a code, a verifier or a secret; error messages name
 the server, the token file and the command to run.
 
@@ -52,7 +58,7 @@ import httpx2
 import trio
 from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
 from mcp.client.auth.utils import union_scopes
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, TokenEndpointAuthMethod
 
 from supervisor.auth.token_store import (
     FileTokenStorage,
@@ -68,8 +74,10 @@ from supervisor.compat.oauth import (
     CappedClientCredentialsProvider,
     CappedPrivateKeyJWTProvider,
     LoginRequired,
+    NoSecretMethodOffered,
     StepUpAwareProvider,
     SupervisorOAuthProvider,
+    token_auth_method,
 )
 from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
@@ -98,7 +106,11 @@ def client_metadata(oauth: OAuthSettings, redirect_uri: str | None) -> OAuthClie
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         scope=" ".join(oauth.scopes) or None,
-        token_endpoint_auth_method="client_secret_post" if oauth.client_secret_env_var else "none",
+        # Without a secret (dynamic registration) a public client. A pre-registered client's metadata is never
+        # registered: its record (`fixed_client`) is what counts, and this only names the same method.
+        token_endpoint_auth_method=token_auth_method(
+            oauth.token_endpoint_auth_method, oauth.client_secret_env_var is not None, None
+        ),
     )
 
 
@@ -113,9 +125,16 @@ def fixed_client(server: ServerSettings, redirect_uri: str | None) -> OAuthClien
         client_secret=secret,
         redirect_uris=[redirect_uri] if redirect_uri is not None else None,  # type: ignore[list-item]
         grant_types=["authorization_code", "refresh_token"],
-        token_endpoint_auth_method="client_secret_post" if secret is not None else "none",
+        token_endpoint_auth_method=_record_method(oauth, secret is not None),
         scope=" ".join(oauth.scopes) or None,
     )
+
+
+def _record_method(oauth: OAuthSettings, has_secret: bool) -> TokenEndpointAuthMethod | None:
+    """The pre-registered record's method; None under ``auto`` with a secret: the metadata decides, once known."""
+    if has_secret and oauth.token_endpoint_auth_method == "auto":
+        return None
+    return token_auth_method(oauth.token_endpoint_auth_method, has_secret, None)
 
 
 @dataclass
@@ -212,7 +231,7 @@ def machine_provider(server: ServerSettings) -> StepUpAwareProvider:
         MemoryTokenStorage(),
         oauth.client_id,
         secret,
-        token_endpoint_auth_method="client_secret_post",
+        secret_method=oauth.token_endpoint_auth_method,
         scope=scope,
         issuer=oauth.issuer,
     )
@@ -257,14 +276,16 @@ async def wait_for_new_tokens(error: UpstreamNeedsLogin) -> None:
 
 
 class _ExpectedLoginRequired(logging.Filter):
-    """Drops the SDK's "OAuth flow error" traceback when the error is our ``LoginRequired``.
+    """Drops the SDK's "OAuth flow error" traceback when the error is one of ours that names its fix.
 
-    That is an expected outcome in ``run`` (the server parks in ``needs_login``
-    and says so once, in our own words), not an error worth a traceback.
+    A ``LoginRequired`` is an expected outcome in ``run`` (the server parks in
+    ``needs_login`` and says so once, in our own words), and a
+    ``NoSecretMethodOffered`` says which setting to change: neither is worth a
+    traceback, and the one-shot commands must never print one.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], LoginRequired))
+        return not (record.exc_info and isinstance(record.exc_info[1], LoginRequired | NoSecretMethodOffered))
 
 
 logging.getLogger("mcp.client.auth.oauth2").addFilter(_ExpectedLoginRequired())

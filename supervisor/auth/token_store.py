@@ -12,7 +12,9 @@ Every write goes to a fresh ``O_EXCL`` file created with mode 0600 in the same
 directory, is fsynced and then renamed over the old one, so a reader (the
 running sidecar, while ``login`` writes) sees the old file or the new one,
 never half of either. A file whose mode lets anyone but its owner read it is
-refused (``TokenFileRefused``), never used.
+refused (``TokenFileRefused``), never used. The mechanics are shared with the
+pin store in :mod:`supervisor.config.private_files`; the words are this
+module's.
 
 Wall-clock time (``time.time()``) on purpose: an expiry outlives the process
 that wrote it, and the SDK's own expiry checks use the wall clock too.
@@ -24,21 +26,22 @@ and then yield once. Nothing here holds a lock or a task.
 
 from __future__ import annotations
 
-import json
-import os
 import stat
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, assert_never
 
 import trio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from supervisor.config.private_files import (
+    PrivateFileRefused,
+    Refusal,
+    read_private_json,
+    write_private_json,
+)
 from supervisor.config.token_paths import default_store_dir, file_signature, token_file
 from supervisor.errors import ConfigError
-
-FILE_MODE: Final = 0o600
-DIR_MODE: Final = 0o700
 
 
 class TokenFileRefused(ConfigError):
@@ -81,42 +84,35 @@ def read_document(path: Path, server: str) -> dict[str, Any] | None:
         TokenFileRefused: The mode is wider than 0600, or the file cannot be read or parsed.
     """
     try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise TokenFileRefused(f"server {server!r}: cannot read the token file {path} ({exc.strerror})") from exc
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o077:
-        raise TokenFileRefused(
-            f"server {server!r}: the token file {path} has mode {mode:04o}, wider than 0600, so other users may "
-            f"have read it; it is not used. Run `mcp-supervisor logout {server}` and "
-            f"`mcp-supervisor login {server}` (or `chmod 600 {path}` if you are sure nobody else read it)"
-        )
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise TokenFileRefused(
-            f"server {server!r}: the token file {path} is unreadable or damaged; "
-            f"run `mcp-supervisor login {server}` to replace it"
-        ) from exc
+        document = read_private_json(path)
+    except PrivateFileRefused as refused:
+        raise TokenFileRefused(_refusal_message(refused.refusal, server)) from refused
     return document if isinstance(document, dict) else None
+
+
+def _refusal_message(refusal: Refusal, server: str) -> str:
+    path = refusal.path
+    match refusal.reason:
+        case "unreadable":
+            return f"server {server!r}: cannot read the token file {path} ({refusal.detail})"
+        case "too-wide":
+            return (
+                f"server {server!r}: the token file {path} has mode {refusal.mode or 0:04o}, wider than 0600, so other "
+                f"users may have read it; it is not used. Run `mcp-supervisor logout {server}` and "
+                f"`mcp-supervisor login {server}` (or `chmod 600 {path}` if you are sure nobody else read it)"
+            )
+        case "damaged":
+            return (
+                f"server {server!r}: the token file {path} is unreadable or damaged; "
+                f"run `mcp-supervisor login {server}` to replace it"
+            )
+        case unreachable:
+            assert_never(unreachable)
 
 
 def write_document(path: Path, document: dict[str, Any]) -> None:
     """Replace ``path`` atomically with ``document`` (mode 0600; parent directories 0700)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(document, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_private_json(path, document)
 
 
 def step_up_file(path: Path) -> Path:

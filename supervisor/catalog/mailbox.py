@@ -20,7 +20,7 @@ from mcp.client.caching import CacheMode
 
 from supervisor.catalog.registry import ALL_KINDS, Kind
 
-SyncReason = Literal["initial", "reconnect", "list_changed", "unknown_tool", "config_reload"]
+SyncReason = Literal["initial", "reconnect", "list_changed", "unknown_tool", "config_reload", "pins_changed"]
 EVERY_KIND: frozenset[Kind] = frozenset(ALL_KINDS)
 KINDS_OF_NOTICE: Final[dict[Kind, frozenset[Kind]]] = {
     "tools": frozenset({"tools"}),
@@ -57,7 +57,16 @@ class Withdraw:
     reply: trio.MemorySendChannel[SyncOutcome] | None = None
 
 
-Message = SyncRequest | Withdraw
+@dataclass(frozen=True, slots=True)
+class Rejudge:
+    """The server's pins changed (an approval, a reset): judge the listing last fetched again and swap (issue 27).
+
+    No fetch: the listing is the one the last sync judged. A sync queued with it
+    judges anyway, so it absorbs this.
+    """
+
+
+Message = SyncRequest | Withdraw | Rejudge
 
 
 @dataclass
@@ -69,6 +78,8 @@ class Pending:
     reason: SyncReason | None = None
     kinds: frozenset[Kind] = frozenset()
     replies: list[trio.MemorySendChannel[SyncOutcome]] = field(default_factory=list)
+    rejudge: bool = False
+    """Judge the last listing again (``Rejudge``); moot when a sync of tools or prompts runs."""
 
     def add(self, message: Message) -> None:
         match message:
@@ -76,6 +87,8 @@ class Pending:
                 self.withdraw = message
                 if reply is not None:
                     self.replies.append(reply)
+            case Rejudge():
+                self.rejudge = True
             case SyncRequest(mode=mode, reason=reason, reply=reply, kinds=kinds):
                 # refresh absorbs use; the strongest reason names the merged sync.
                 if self.mode != "refresh":
@@ -94,6 +107,7 @@ class Pending:
             self.add(Withdraw(other.withdraw.reason))
         if other.mode is not None and other.reason is not None:
             self.add(SyncRequest(other.mode, other.reason, kinds=other.kinds))
+        self.rejudge |= other.rejudge
         self.replies.extend(other.replies)
 
     @property

@@ -407,11 +407,16 @@ class Registry:
             transform = transforms.get(raw) if kind == "tools" else None
             if transform is not None and not transform.enabled:
                 continue
-            shown = transform.public_name if transform is not None and transform.public_name else raw
-            public = public_tool_name(owner, shown) if namespace else public_name(owner, shown, namespace=False)
+            public = public_name_of(owner, raw, namespace=namespace, transform=transform)
             if public in generation:
                 # A hash collision, two raw names that sanitize alike, or an override naming another tool.
                 raise DuplicateName(f"server {owner!r}: {kind} collide on the public name {public!r}")
             source = item.model_copy(deep=True) if deep else item
             generation[public] = Registered(public, owner, raw, source, transform=transform)
         return generation
+
+
+def public_name_of(owner: str, raw: str, *, namespace: bool, transform: ToolTransform | None = None) -> str:
+    """The public name ``raw`` of ``owner`` is listed under (a tool's ``name`` override applied)."""
+    shown = transform.public_name if transform is not None and transform.public_name else raw
+    return public_tool_name(owner, shown) if namespace else public_name(owner, shown, namespace=False)

@@ -36,6 +36,20 @@ Issue 13 adds, on the same hooks plus ``_auth_flow`` and ``_expected_issuer``:
   ``iss`` checks raise a plain ``OAuthFlowError``; ``_auth_flow`` re-raises
   those as ``IssuerMismatch``, which stops the flow (never a silent retry).
 
+Issue 30, on the context's public ``prepare_token_auth`` and ``can_refresh_token``:
+
+* **A client secret goes the way the authorization server says.** The SDK sends
+  a secret the way the client record names (``token_endpoint_auth_method``).
+  A record with a secret and no method (a pre-registered client under
+  ``auto``; ``client_credentials`` likewise) is decided in
+  ``_TokenAuthContext.prepare_token_auth`` at every token request, from the
+  authorization server's metadata (``token_endpoint_auth_methods_supported``):
+  ``token_auth_method`` holds the table. Before the metadata is known a refresh
+  of such a client waits for it (``can_refresh_token`` says no): the request
+  goes out without the expired token, the 401 makes the SDK discover the
+  metadata, and the headless refresh then goes to the right endpoint, the right
+  way. So an undecided secret is never sent to a guessed ``/token``.
+
 Concurrency: the SDK serializes its flow with the context's lock; nothing here
 awaits except through the SDK's own hooks.
 """
@@ -45,14 +59,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Final
+from typing import Final, Literal
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match, union_scopes
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken, TokenEndpointAuthMethod
 
 MAX_REFRESH_MARGIN_SEC: Final = 60.0
 REFRESH_MARGIN_FRACTION: Final = 0.25
@@ -65,6 +79,46 @@ ISSUER_ERRORS: Final = (
     "No authorization server metadata discovered for configured issuer",
 )
 """The SDK's issuer-check messages (``mcp.client.auth.utils`` and the client-credentials extension)."""
+
+
+SecretMethod = Literal["auto", "client_secret_basic", "client_secret_post"]
+"""The setting ``oauth.token_endpoint_auth_method``: how a client secret reaches the token endpoint."""
+SPEC_DEFAULT_METHOD: Final = "client_secret_basic"
+"""RFC 8414 §2: what an authorization server whose metadata names no methods supports."""
+
+
+def token_auth_method(setting: SecretMethod, has_secret: bool, offered: list[str] | None) -> TokenEndpointAuthMethod:
+    """How the client authenticates at the token endpoint: the one decision, one table.
+
+    ``offered`` is the metadata's ``token_endpoint_auth_methods_supported``
+    (None: no metadata yet, or it names none).
+
+    ======  ========================  ===============================  ====================
+    secret  setting                   the authorization server offers  method
+    ======  ========================  ===============================  ====================
+    no      (any)                     (any)                            ``none``
+    yes     basic or post             (any)                            that one (forced)
+    yes     ``auto``                  nothing said                     ``client_secret_basic``
+    yes     ``auto``                  basic (with post or not)         ``client_secret_basic``
+    yes     ``auto``                  post, not basic                  ``client_secret_post``
+    yes     ``auto``                  neither                          ``NoSecretMethodOffered``
+    ======  ========================  ===============================  ====================
+
+    Raises:
+        NoSecretMethodOffered: The metadata offers no way to send a client secret.
+    """
+    if not has_secret:
+        return "none"
+    if setting != "auto":
+        return setting
+    if not offered or SPEC_DEFAULT_METHOD in offered:
+        return SPEC_DEFAULT_METHOD
+    if "client_secret_post" in offered:
+        return "client_secret_post"
+    raise NoSecretMethodOffered(
+        "the authorization server's token endpoint takes no client secret (it offers "
+        f"{', '.join(offered)}); set oauth.token_endpoint_auth_method to force one, or use a client it accepts"
+    )
 
 
 def refresh_margin_sec(expires_in: int) -> float:
@@ -90,6 +144,10 @@ class AuthorizationServerMoved(LoginRequired):
 
 class IssuerMismatch(LoginRequired):
     """An RFC 8414 metadata issuer or RFC 9207 ``iss`` did not match: the flow stops, nothing is stored."""
+
+
+class NoSecretMethodOffered(OAuthFlowError):
+    """The client has a secret, and the authorization server's metadata offers no method that sends one."""
 
 
 def missing_scopes(wanted: str | None, granted: str | None) -> str:
@@ -137,6 +195,9 @@ class StepUpAwareProvider(OAuthClientProvider):
         except StopAsyncIteration:
             return
         except OAuthFlowError as exc:
+            if isinstance(exc, NoSecretMethodOffered):
+                self.login_required = str(exc)  # no retry can help: park, and say what to change
+                raise
             if isinstance(exc, LoginRequired) or not str(exc).startswith(ISSUER_ERRORS):
                 raise
             self.login_required = (
@@ -148,8 +209,80 @@ class StepUpAwareProvider(OAuthClientProvider):
             await flow.aclose()
 
 
+class _TokenAuthContext(OAuthContext):
+    """The SDK's context; a client secret is sent the way the authorization server's metadata says (issue 30).
+
+    The signal is the client record itself: one with a secret and no
+    ``token_endpoint_auth_method`` leaves the choice to the metadata (RFC 7591
+    §2 reads an omitted method as ``client_secret_basic``, which is also what
+    ``token_auth_method`` gives while nothing is known). A forced setting puts
+    its method in the record, and a dynamic registration carries the one the
+    authorization server registered: both are sent as they say.
+    """
+
+    def _choosing(self) -> bool:
+        client = self.client_info
+        return client is not None and bool(client.client_secret) and client.token_endpoint_auth_method is None
+
+    def can_refresh_token(self) -> bool:
+        # Undecided, a secret waits for the metadata: the SDK's flow then sends the request without the
+        # expired token, discovers on the 401, and the (headless) refresh asks again once it knows.
+        return super().can_refresh_token() and not (self._choosing() and self.oauth_metadata is None)
+
+    def prepare_token_auth(
+        self, data: dict[str, str], headers: dict[str, str] | None = None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        client = self.client_info
+        if client is None or not self._choosing():
+            return super().prepare_token_auth(data, headers)
+        offered = self.oauth_metadata.token_endpoint_auth_methods_supported if self.oauth_metadata else None
+        # For this request only (no await in between): the record stays undecided, so each token
+        # request decides from the metadata known then.
+        method = token_auth_method("auto", has_secret=True, offered=offered)
+        self.client_info = client.model_copy(update={"token_endpoint_auth_method": method})
+        try:
+            return super().prepare_token_auth(data, headers)
+        finally:
+            self.client_info = client
+
+
 class CappedClientCredentialsProvider(StepUpAwareProvider, ClientCredentialsOAuthProvider):
-    """The SDK's client-credentials provider; a step-up re-authorizes by itself, at most 3 times (issue 13)."""
+    """The SDK's client-credentials provider; a step-up re-authorizes by itself, at most 3 times (issue 13).
+
+    ``secret_method``: how the secret is sent; ``auto`` leaves it to the metadata (issue 30).
+    """
+
+    def __init__(
+        self,
+        server_url: str,
+        storage: TokenStorage,
+        client_id: str,
+        client_secret: str,
+        *,
+        secret_method: SecretMethod,
+        scope: str | None,
+        issuer: str | None,
+    ) -> None:
+        forced = "client_secret_basic" if secret_method == "auto" else secret_method
+        super().__init__(
+            server_url, storage, client_id, client_secret, token_endpoint_auth_method=forced, scope=scope, issuer=issuer
+        )
+        self._choose_from_metadata = secret_method == "auto"
+        sdk = self.context
+        self.context = _TokenAuthContext(
+            server_url=sdk.server_url,
+            client_metadata=sdk.client_metadata,
+            storage=sdk.storage,
+            redirect_handler=sdk.redirect_handler,
+            callback_handler=sdk.callback_handler,
+            client_metadata_url=sdk.client_metadata_url,
+        )
+
+    async def _initialize(self) -> None:
+        await super()._initialize()  # sets the SDK's fixed client record, which names a method
+        client = self.context.client_info
+        if self._choose_from_metadata and client is not None:
+            self.context.client_info = client.model_copy(update={"token_endpoint_auth_method": None})
 
     async def _perform_authorization(self) -> httpx2.Request:
         if self.step_up_scope is not None:
@@ -166,7 +299,7 @@ class CappedPrivateKeyJWTProvider(StepUpAwareProvider, PrivateKeyJWTOAuthProvide
         return await super()._perform_authorization()
 
 
-class _EarlyRefreshContext(OAuthContext):
+class _EarlyRefreshContext(_TokenAuthContext):
     def update_token_expiry(self, token: OAuthToken) -> None:
         super().update_token_expiry(token)
         if self.token_expiry_time is not None and token.expires_in is not None:

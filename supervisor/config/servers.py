@@ -123,6 +123,18 @@ class OAuthSettings(BaseModel):
     private_key_file: str | None = None
     """client_credentials with ``private_key_jwt``: the PEM key that signs the assertion (mode 0600)."""
     signing_algorithm: SigningAlgorithm = "RS256"
+    # Issue 30: how a client secret reaches the token endpoint.
+    token_endpoint_auth_method: Literal["auto", "client_secret_basic", "client_secret_post"] = "auto"
+    """``auto``: from the authorization server's metadata (basic when it offers basic, post if only post)."""
+
+    @model_validator(mode="after")
+    def _forced_method_needs_a_secret(self) -> Self:
+        if self.token_endpoint_auth_method != "auto" and self.client_secret_env_var is None:
+            raise ValueError(
+                f'oauth.token_endpoint_auth_method = "{self.token_endpoint_auth_method}" says how a client secret '
+                "is sent, but there is none: set oauth.client_id and oauth.client_secret_env_var, or remove the key"
+            )
+        return self
 
     @field_validator("client_metadata_url")
     @classmethod
@@ -178,6 +190,10 @@ class _Inheritable(BaseModel):
     max_tools: int = Field(default=DEFAULT_MAX_TOOLS, ge=1, le=100_000)
     """A listing with more tools than this is a failed sync (DESIGN I15)."""
     reconnect: ReconnectSettings = ReconnectSettings()
+    pin: Literal["off", "warn", "block"] = "warn"
+    """Pinned definitions (issue 27): what a tool or prompt whose definition changed since it was pinned gets."""
+    pin_new_tools: Literal["allow", "block"] = "allow"
+    """What a tool or prompt new to an already-pinned server gets: served and pinned, or withheld until approved."""
 
     @model_validator(mode="after")
     def _debounce_within_max_wait(self) -> Self:

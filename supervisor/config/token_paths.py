@@ -1,7 +1,8 @@
-"""Where OAuth tokens live on disk (stdlib only, so ``check`` can show the path without loading the SDK).
+"""Where OAuth tokens (and pins) live on disk (stdlib only, so ``check`` can show the path without loading the SDK).
 
 Layout: ``<token_store>/tokens/<principal>/<server>.json``; see
 :mod:`supervisor.auth.token_store` for what a file holds and how it is written.
+Pinned definitions (issue 27) live beside them in ``<token_store>/pins/``.
 Pure functions; nothing here awaits.
 """
 
@@ -27,13 +28,29 @@ def default_store_dir(environ: dict[str, str] | None = None) -> Path:
     return base / STORE_DIR_NAME
 
 
+def store_dir(setting: str | None) -> Path:
+    """The state directory: the ``token_store`` setting if set, else :func:`default_store_dir`."""
+    return Path(setting).expanduser() if setting else default_store_dir()
+
+
+def principal_dir_name(principal: str) -> str:
+    """``principal`` as one safe path component (characters outside ``[A-Za-z0-9_.-]`` become ``_``)."""
+    name = _UNSAFE.sub("_", principal) or "_"
+    return f"_{name}" if name in (".", "..") else name
+
+
 def token_file(oauth: OAuthSettings, server: str) -> Path:
     """Where the tokens of ``server`` for ``oauth.principal`` live."""
-    root = Path(oauth.token_store).expanduser() if oauth.token_store else default_store_dir()
-    principal = _UNSAFE.sub("_", oauth.principal) or "_"
-    if principal in (".", ".."):
-        principal = f"_{principal}"
-    return root / "tokens" / principal / f"{server}.json"
+    return store_dir(oauth.token_store) / "tokens" / principal_dir_name(oauth.principal) / f"{server}.json"
+
+
+def pin_file(store_dir_setting: str | None, principal: str, server: str) -> Path:
+    """Where the pinned definitions of ``server`` for ``principal`` live (issue 27).
+
+    ``<store>/pins/<principal>/<server>.json``, beside the token store; see
+    :mod:`supervisor.pins.store` for what a file holds.
+    """
+    return store_dir(store_dir_setting) / "pins" / principal_dir_name(principal) / f"{server}.json"
 
 
 def file_signature(path: Path) -> tuple[int, int, int] | None:

@@ -242,11 +242,15 @@ class Front:
         return await self.routed(f"{kind} {name}", route)
 
     def unknown(self, kind: str, name: str) -> MCPError:
-        """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up)."""
+        """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up) or pinning
+        withholds it (I17: a changed, new or flagged definition, with the commands that review and approve it)."""
         for actor in self._supervisor.actors.values():
-            shown = self.view.shows_server(actor.name)
-            if shown and actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
+            if not self.view.shows_server(actor.name):
+                continue
+            if actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
                 return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {actor.status.unavailable_message()}")
+            if (withheld := actor.withheld_reason(kind, name)) is not None:
+                return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {withheld}")
         return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}")
 
     # -- requests for one server ------------------------------------------------------

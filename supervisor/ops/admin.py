@@ -135,6 +135,7 @@ def status_document(supervisor: Observed) -> dict[str, Any]:
                 "conflicts": list(status.conflicts),
                 "failed_kinds": dict(status.failed_kinds),
                 "transform_warnings": list(status.transform_warnings),
+                "pins": {state: list(keys) for state, keys in status.pins.items()},
                 "catalog_cache": None if cache is None else {"entries": cache["entries"], "hits": cache["hits"],
                                                              "misses": cache["misses"]},
             }

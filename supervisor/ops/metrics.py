@@ -147,6 +147,10 @@ class _Latency:
     total: float = 0.0
 
 
+PIN_STATES: Final = ("changed", "new", "withheld", "flagged")
+"""The states of ``ServerStatus.pins`` (``pins.guard.SUMMARY_STATES``), each a label value of its gauge."""
+
+
 class _ScrapeTimeCollector(Collector):
     """Gauges read at scrape time instead of being tracked."""
 
@@ -159,14 +163,22 @@ class _ScrapeTimeCollector(Collector):
         yield GaugeMetricFamily(f"{PREFIX}_catalog_tools", "Tools the host sees now.", value=self._catalog_size())
         per_server = GaugeMetricFamily(f"{PREFIX}_server_tools", "Tools registered per server.", labels=["server"])
         states = GaugeMetricFamily(f"{PREFIX}_servers", "Configured servers by state.", labels=["state"])
+        pins = GaugeMetricFamily(
+            f"{PREFIX}_pinned_definitions",
+            "Tools and prompts not served as pinned, per server, by state (changed, new, withheld, flagged).",
+            labels=["server", "state"],
+        )
         counts = dict.fromkeys(get_args(ServerState), 0)  # every state, so a new one never raises here
         for status in statuses:
             per_server.add_metric([status.name], status.tool_count)
             counts[status.state] += 1
+            for pin_state in PIN_STATES:
+                pins.add_metric([status.name, pin_state], len(status.pins.get(pin_state, ())))
         for state, count in counts.items():
             states.add_metric([state], count)
         yield per_server
         yield states
+        yield pins
         yield GaugeMetricFamily(
             f"{PREFIX}_child_processes", "Live child processes of the sidecar (stdio servers).", value=live_children()
         )

@@ -13,7 +13,7 @@ from typing import Final, TextIO
 
 from supervisor.ops.status import ServerStatus
 
-_SHOWN_STATES: Final = frozenset({"connecting", "ready", "failed", "reconnecting"})
+_SHOWN_STATES: Final = frozenset({"connecting", "ready", "failed", "reconnecting", "needs_login"})
 _CLEAR_LINE: Final = "\x1b[2K"
 
 

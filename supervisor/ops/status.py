@@ -50,6 +50,8 @@ class ServerStatus:
     """Optional kinds (prompts, resources, templates) whose last fetch failed, and why; their previous entries stay."""
     transform_warnings: list[str] = field(default_factory=list)
     """Transforms (``[mcp_servers.<s>.tools.<t>]``) that name a tool or argument the server does not list."""
+    pins: dict[str, list[str]] = field(default_factory=dict)
+    """Pinned definitions not served as pinned, by state (changed, new, withheld, flagged): ``["tool:name"]``."""
     syncs: int = 0
     """Syncs run (each one a fetch of the listings asked for plus a swap)."""
 
@@ -109,6 +111,10 @@ class ServerStatus:
         """The transforms the last tools listing left unmatched (empty: all of them apply)."""
         self.transform_warnings = warnings
 
+    def record_pins(self, summary: dict[str, list[str]]) -> None:
+        """What the last judgement of the pins found (``pins.guard.PinGuard.summary``)."""
+        self.pins = summary
+
     def record_error(self, error: str) -> None:
         """Something failed without changing the state (a failed sync keeps the previous tools)."""
         self.last_error = error
@@ -138,6 +144,8 @@ class ServerStatus:
             text += f"; {', '.join(sorted(self.failed_kinds))} not listed (previous kept)"
         if self.transform_warnings:
             text += f"; transforms unmatched: {'; '.join(self.transform_warnings)}"
+        for state, keys in self.pins.items():
+            text += f"; pins {state}: {', '.join(keys)}"
         if self.last_error and self.state != "disabled":
             text += f"; last error: {self.last_error}"
         return text

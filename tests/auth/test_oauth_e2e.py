@@ -135,10 +135,9 @@ def remote_settings(tmp_path: Path, url: str, **oauth: Any) -> Path:
     )
 
 
-async def login(config: Path, tmp_path: Path, outputs: Outputs) -> CliResult:
-    result = outputs.add_cli(
-        await run_cli("login", "remote", "--config", str(config), env={"BROWSER": str(browser_script(tmp_path))})
-    )
+async def login(config: Path, tmp_path: Path, outputs: Outputs, env: dict[str, str] | None = None) -> CliResult:
+    browser = {"BROWSER": str(browser_script(tmp_path))}
+    result = outputs.add_cli(await run_cli("login", "remote", "--config", str(config), env={**browser, **(env or {})}))
     assert result.code == 0, result.stderr
     assert "logged in to 'remote'" in result.stdout
     return result
