@@ -58,6 +58,7 @@ from supervisor.errors import UpstreamError, UpstreamProtocolError
 from supervisor.ops.status import ServerStatus
 from supervisor.pins.guard import PinGuard, PinsUnavailable
 from supervisor.seams import ActorEvents, UpstreamSession
+from supervisor.telemetry.spans import note_listing, sync_span
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +196,9 @@ class CatalogSync:
         outcome = SyncOutcome(ok=True)
         kinds = pending.kinds or EVERY_KIND
         if pending.mode is not None and pending.reason is not None:
-            outcome = await self._sync(pending.mode, pending.reason, kinds)
+            with sync_span(self.name, pending.reason, pending.mode) as span:
+                outcome = await self._sync(pending.mode, pending.reason, kinds)
+                span.finished(outcome.ok)
             if self._events is not None:
                 self._events.sync_finished(self.name, pending.reason, outcome.ok)
         if pending.rejudge and not (pending.mode is not None and kinds & {"tools", "prompts"}):
@@ -280,6 +283,7 @@ class CatalogSync:
         finally:
             if self._events is not None and kind == "tools" and not served_from_cache:
                 self._events.upstream_listed(self.name)
+        note_listing(kind, mode, served_from_cache)
         return listing
 
     def _swap(self, reason: SyncReason, listings: Mapping[Kind, Sequence[Definition]]) -> SyncOutcome:

@@ -22,6 +22,10 @@ quarter of the CPU per server connected (issue 11). Until every first
 attempt has ended, full collections wait too, and what the cold start kept is
 then frozen as well (``ops.startup_heap``).
 
+Telemetry (``[supervisor.telemetry]``, ``telemetry.setup``) starts first when
+it is on, with every configured secret value handed to the span exporter's
+redaction, and is flushed last (in a thread, bounded, shielded).
+
 It also fixes glibc's heap thresholds (``wire.heap``), so the few 1 MB buffers
 a large spliced call allocates and frees reuse warm pages, with a bounded RSS.
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 from typing import Final, Protocol
 
@@ -47,10 +52,17 @@ from supervisor.host.relay import Relay
 from supervisor.host.stdio import StdioHostLink
 from supervisor.ops.startup_heap import HeapSettler, defer_full_collections
 from supervisor.root import Supervisor
+from supervisor.telemetry.setup import Running, add_secrets
+from supervisor.telemetry.setup import start as start_telemetry
 from supervisor.upstream.spawn import EarlyServers
 from supervisor.wire import heap as _malloc
 
 logger = logging.getLogger(__name__)
+
+TELEMETRY_STOP_BOUND_SEC: Final = 5.0
+"""How long the last spans and metrics may take to leave once the run has ended."""
+_MASKED_ENV_MIN_LEN: Final = 8
+"""A stdio server's ``env`` values this long or longer are masked in spans (shorter ones are flags, not secrets)."""
 
 _HOST_LOG_LEVELS: Final[dict[int, LoggingLevel]] = {
     logging.WARNING: "warning",
@@ -97,12 +109,41 @@ async def serve(settings: Settings, early: EarlyServers | None = None, *, view: 
         SupervisorError: A listener could not be started (the first such error, unwrapped).
     """
     _malloc.keep_large_buffers_warm()  # 1 MB messages reuse warm heap, within a bound (_malloc)
+    telemetry = start_telemetry(settings.supervisor.telemetry, secrets=secret_values(settings))
     gc.freeze()  # start-up's objects live as long as we do: keep them out of every collection (module docstring)
-    with defer_full_collections() as heap:
-        try:
-            await _serve(settings, heap, early, view)
-        except* SupervisorError as group:
-            raise first_leaf(group) from None
+    try:
+        with defer_full_collections() as heap:
+            try:
+                await _serve(settings, heap, early, view)
+            except* SupervisorError as group:
+                raise first_leaf(group) from None
+    finally:
+        if telemetry is not None:
+            await _stop_telemetry(telemetry)
+
+
+async def _stop_telemetry(telemetry: Running) -> None:
+    """Flush the last spans and metrics (in a thread: the exporters block), bounded, even when cancelled."""
+    with trio.CancelScope(shield=True), trio.move_on_after(TELEMETRY_STOP_BOUND_SEC) as bound:
+        await trio.to_thread.run_sync(telemetry.shutdown, abandon_on_cancel=True)
+    if bound.cancelled_caught:
+        logger.warning("telemetry did not flush within %gs; the last spans may be lost", TELEMETRY_STOP_BOUND_SEC)
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every configured value the span exporter must mask, wherever it might turn up (``telemetry.sdk``)."""
+    found: list[str] = []
+    for server in settings.mcp_servers.values():
+        found.extend(server.secret_values())
+        found.extend(value for value in server.env.values() if len(value) >= _MASKED_ENV_MIN_LEN)
+        if server.bearer_token_env_var is not None and (token := os.environ.get(server.bearer_token_env_var)):
+            found.append(token)
+    front, admin = settings.supervisor.front, settings.supervisor.admin
+    for secret in (front.token, admin.token, settings.supervisor.catalog_store.url):
+        if secret is not None:
+            found.append(secret.get_secret_value())
+    found.extend(token.secret.get_secret_value() for token in front.tokens)
+    return [value for value in found if value]
 
 
 async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | None, view: str | None) -> None:
@@ -207,6 +248,7 @@ async def _reload_on_sighup(supervisor: Supervisor) -> None:
                 logger.error("reload refused, the running configuration stays: %s", exc)
                 continue
             changes = await supervisor.reload(new)
+            add_secrets(secret_values(new))  # a reloaded server's headers are masked in spans too
             logger.info("configuration reloaded from %s: %s", path, "; ".join(changes) or "nothing changed")
 
 

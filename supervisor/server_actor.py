@@ -62,6 +62,7 @@ from supervisor.ops.status import ServerStatus
 from supervisor.pins.guard import PinGuard
 from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.standing_state import StandingState
+from supervisor.telemetry.spans import Reconnect, start_reconnect
 from supervisor.upstream.backoff import Backoff
 from supervisor.upstream.session import Upstream
 
@@ -116,6 +117,8 @@ class ServerActor:
         self._on_status = on_status
         self.status = ServerStatus(settings.name, max_attempts=settings.reconnect.max_attempts)
         self._upstream: UpstreamSession | None = None
+        self._reconnect: Reconnect | None = None
+        """The span of the reconnect under way, while telemetry is on (``telemetry.spans.start_reconnect``)."""
         self._first_attempt_done = trio.Event()
         self._standing = StandingState(
             settings.name,
@@ -148,7 +151,10 @@ class ServerActor:
             nursery.start_soon(self._catalog_sync.serve)
             nursery.start_soon(self._standing.serve)
             task_status.started()
-            await self._serve_generations()
+            try:
+                await self._serve_generations()
+            finally:
+                self._end_reconnect(None, "the server was stopped")
 
     def request_sync(self, mode: CacheMode, reason: SyncReason, kinds: frozenset[Kind] = EVERY_KIND) -> None:
         """Enqueue a sync without waiting (safe from any task, including upstream callbacks)."""
@@ -296,6 +302,7 @@ class ServerActor:
         while True:
             self.status.generation += 1
             end = await self._run_generation(first=not self._ever_ready)
+            self._end_reconnect(None, end.error)  # a reconnect that became ready has ended already
             if end.needs_login is not None:
                 await self._wait_for_login(end.needs_login)
                 failures = 0
@@ -317,7 +324,9 @@ class ServerActor:
             if gave_up:
                 await self._give_up(end.error)
                 return
-            await trio.sleep(self._backoff.delay_sec(failures))
+            delay = self._backoff.delay_sec(failures)
+            self._reconnect = start_reconnect(self.name, self.status.generation + 1, failures, delay)
+            await trio.sleep(delay)
 
     async def _run_generation(self, *, first: bool) -> _GenerationEnd:
         # Waiting for a start-up slot (spawn_concurrency) does not count against startup_timeout_sec.
@@ -364,6 +373,7 @@ class ServerActor:
                             identity=str(upstream.identity),
                         )
                         self._first_attempt_done.set()
+                        self._end_reconnect(upstream.protocol_version, None)
                         self._standing.generation_ready()
                         logger.info(
                             "server=%s generation=%d ready: %d tools (%s, %s)",
@@ -425,6 +435,16 @@ class ServerActor:
                 assert_never(message)
         async with reply_recv:
             return await reply_recv.receive()
+
+    def _end_reconnect(self, protocol_version: str | None, error: str | None) -> None:
+        """End the reconnect span, if one is open: the generation is ready (no ``error``), or it failed."""
+        reconnect, self._reconnect = self._reconnect, None
+        if reconnect is None:
+            return
+        if error is None:
+            reconnect.ready(protocol_version)
+        else:
+            reconnect.failed(error)
 
     def _post(self, message: Message) -> None:
         self._catalog_sync.post(message)

@@ -20,6 +20,7 @@ from mcp import MCPError
 
 from supervisor.calls.results import CallOutcome
 from supervisor.catalog.registry import RegisteredTool
+from supervisor.telemetry.spans import SplicedTrace
 from supervisor.wire.large import Pieces
 from supervisor.wire.pipes import DirectWrite
 
@@ -98,3 +99,5 @@ class SplicedCall:
     done: bool = False
     upstream: SpliceUpstream | None = None
     """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
+    trace: SplicedTrace | None = None
+    """Its SERVER and CLIENT spans, while telemetry is on (``telemetry.spans``); None otherwise."""

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 
 from supervisor.config.redis_url import mask_redis_url, redis_url_problem
 from supervisor.config.servers import STRICT, DefaultsSection, ServerSettings
+from supervisor.config.telemetry import TelemetrySettings
 from supervisor.config.values import clip
 from supervisor.config.views import VIEW_NAME, FrontToken, ViewSettings
 
@@ -147,6 +148,8 @@ class SupervisorSection(BaseModel):
     front: FrontSettings = FrontSettings()
     admin: AdminSettings = AdminSettings()
     catalog_store: CatalogStoreSettings = CatalogStoreSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
+    """OpenTelemetry (``supervisor.telemetry``); the ``OTEL_*`` environment variables configure the exporters."""
 
     @model_validator(mode="after")
     def _exposed_admin_needs_a_token(self) -> Self:

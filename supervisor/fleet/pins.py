@@ -53,7 +53,7 @@ class FleetPins:
     async def load(self, server: str) -> dict[str, str] | None:
         """The server's fields (``#pinned`` left out); None if it was never pinned."""
         key, _ = self._keys(server)
-        fields: Any = await self._store._call(lambda: self._store.client.hgetall(key))
+        fields: Any = await self._store._call(lambda: self._store.client.hgetall(key), "pins_load")
         if not fields:
             return None
         return {str(name): str(value) for name, value in dict(fields).items() if name != PINNED_FIELD}
@@ -63,17 +63,17 @@ class FleetPins:
         keys = list(self._keys(server))
         args = ["replace" if replace else "merge", *(part for item in sorted(fields.items()) for part in item)]
         client = self._store.client
-        await self._store._call(lambda: self._write(keys=keys, args=args, client=client))
+        await self._store._call(lambda: self._write(keys=keys, args=args, client=client), "pins_write")
 
     async def reset(self, server: str) -> bool:
         """Forget the server's pins; whether there were any."""
         keys = list(self._keys(server))
         client = self._store.client
-        reply: Any = await self._store._call(lambda: self._reset(keys=keys, client=client))
+        reply: Any = await self._store._call(lambda: self._reset(keys=keys, client=client), "pins_reset")
         return bool(reply)
 
     async def version(self, server: str) -> int:
         """How many times the server's pins were written (0: never)."""
         _, version_key = self._keys(server)
-        value: Any = await self._store._call(lambda: self._store.client.get(version_key))
+        value: Any = await self._store._call(lambda: self._store.client.get(version_key), "pins_version")
         return int(value or 0)

@@ -14,6 +14,9 @@ the breaker (state ``up``) on the first answer. Each state change is logged
 once (one warning down, one info up) and reported to ``on_state``; a failing
 operation never logs by itself.
 
+With telemetry on, each call is a CLIENT span (``telemetry.spans.store_span``)
+naming the operation only: never the URL, a key or a value.
+
 Concurrency: ``run`` owns the client's pool (its ``async with``) and the
 prober; it must be started (``nursery.start``) before any call. State changes
 are synchronous. The URL is shown only masked: errors and logs carry
@@ -39,6 +42,7 @@ from supervisor.config.models import CatalogStoreSettings
 from supervisor.errors import CatalogStoreUnavailable
 from supervisor.fleet import scripts
 from supervisor.fleet.types import Capture, FleetRead, StoreState, new_origin
+from supervisor.telemetry.spans import store_span
 
 logger = logging.getLogger(__name__)
 
@@ -217,18 +221,22 @@ class FleetStore:
         except ValueError:
             return None
 
-    async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
-        """Run one bounded operation; any failure opens the breaker and raises ``CatalogStoreUnavailable``."""
-        if self.state != "up":
-            await trio.lowlevel.checkpoint()
-            raise CatalogStoreUnavailable(self.settings.masked_url, self.reason or self.state)
-        try:
-            with trio.fail_after(self.timeout_sec):
-                return await operation()
-        except _FAILURES as exc:
-            reason = self._describe(exc)
-            self._trip(reason)
-            raise CatalogStoreUnavailable(self.settings.masked_url, reason) from exc
+    async def _call(self, operation: Callable[[], Awaitable[T]], name: str = "call") -> T:
+        """Run one bounded operation; any failure opens the breaker and raises ``CatalogStoreUnavailable``.
+
+        ``name``: the operation's name on its span (``telemetry.spans.store_span``), never its keys or values.
+        """
+        with store_span(name):
+            if self.state != "up":
+                await trio.lowlevel.checkpoint()
+                raise CatalogStoreUnavailable(self.settings.masked_url, self.reason or self.state)
+            try:
+                with trio.fail_after(self.timeout_sec):
+                    return await operation()
+            except _FAILURES as exc:
+                reason = self._describe(exc)
+                self._trip(reason)
+                raise CatalogStoreUnavailable(self.settings.masked_url, reason) from exc
 
     # -- operations -----------------------------------------------------------------------
 
@@ -244,7 +252,8 @@ class FleetStore:
         reply: Any = await self._call(
             lambda: self._prepare(
                 keys=[keys.epoch, keys.generation(method)], args=self._epoch_args(), client=self._client
-            )
+            ),
+            "prepare",
         )
         epoch, generation = _list(reply, 2)
         return Capture(str(epoch), int(generation))
@@ -257,7 +266,8 @@ class FleetStore:
                 keys=[keys.epoch, keys.generation(method), keys.entry(method, arm)],
                 args=self._epoch_args(),
                 client=self._client,
-            )
+            ),
+            "read",
         )
         epoch, generation, value, pttl = _list(reply, 4)
         return FleetRead(Capture(str(epoch), int(generation)), value if isinstance(value, str) else None, int(pttl))
@@ -279,7 +289,8 @@ class FleetStore:
                     event,
                 ],
                 client=self._client,
-            )
+            ),
+            "write",
         )
         return bool(reply)
 
@@ -292,14 +303,15 @@ class FleetStore:
                 keys=[keys.generation(method), keys.index(method), keys.lock(method)],
                 args=[self.origin, str(lock_px_ms), scripts.channel(self.prefix), event],
                 client=self._client,
-            )
+            ),
+            "evict",
         )
         return int(reply)
 
     async def generations(self, tid: str, methods: tuple[str, ...]) -> dict[str, int]:
         """The current generation of each method of one target (one MGET, one slot)."""
         keys = self.keys(tid)
-        values = await self._call(lambda: self._client.mget([keys.generation(m) for m in methods]))
+        values = await self._call(lambda: self._client.mget([keys.generation(m) for m in methods]), "generations")
         return {method: int(value or 0) for method, value in zip(methods, values, strict=True)}
 
     async def try_lock(self, tid: str, method: str, generation: int, px_ms: int) -> bool:
@@ -309,14 +321,15 @@ class FleetStore:
         """
         key = self.keys(tid).lock(method)
         reply: Any = await self._call(
-            lambda: self._try_lock(keys=[key], args=[str(generation), self.origin, str(px_ms)], client=self._client)
+            lambda: self._try_lock(keys=[key], args=[str(generation), self.origin, str(px_ms)], client=self._client),
+            "try_lock",
         )
         return bool(reply)
 
     async def publish_heartbeat(self) -> None:
         """Publish this sidecar's heartbeat; its own subscriber must see it."""
         message = f"heartbeat|-|-|{self.origin}|0"
-        await self._call(lambda: self._client.publish(scripts.channel(self.prefix), message))
+        await self._call(lambda: self._client.publish(scripts.channel(self.prefix), message), "publish_heartbeat")
 
 
 def scripts_mask() -> str:

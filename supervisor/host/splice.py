@@ -24,7 +24,12 @@ with the same texts as the general path:
   ``UpstreamProtocolError``'s, and a JSON-RPC error passes through unchanged,
   -32602 first triggering the unknown-tool heal (I8);
 * metrics and the rate-limited failure warning (``Front.note_call``), and the
-  stdio link's unanswered-request tracking (EOF waits for spliced calls too).
+  stdio link's unanswered-request tracking (EOF waits for spliced calls too);
+* trace context (I18): a host's ``traceparent``, ``tracestate`` and ``baggage``
+  in ``_meta`` keep a call on the splice. With telemetry off they go upstream
+  as they came (one check, no span work); on, the call gets a SERVER span
+  parented on them and a CLIENT span whose context goes upstream instead
+  (``telemetry.spans.SplicedTrace``), both ended where the call is.
 
 Under load (``LINGER_FROM_CALLS`` calls in flight) the host wire's reader and
 the upstream's stdout pump wait ``LINGER_SEC`` before each read
@@ -63,6 +68,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.host.fast_path import PLAIN_PARAMS, restamp
+from supervisor.telemetry.conventions import TRACE_KEYS
+from supervisor.telemetry.spans import TELEMETRY, start_spliced_call, trace_carrier
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import frame, load
 from supervisor.wire.pipes import DirectWrite
@@ -76,7 +83,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
-"""The 2026 per-request envelope: ours replaces the host's, as on the general path. Any other key: general path."""
+"""The 2026 per-request envelope: ours replaces the host's, as on the general path."""
+_SPLICE_META_KEYS: Final = _ENVELOPE_KEYS | frozenset(TRACE_KEYS)
+"""What a spliced call's ``_meta`` may hold: the envelope and trace context (SEP-414). Any other key: general path."""
 _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 """How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
 
@@ -95,17 +104,28 @@ class Tracker(Protocol):
 
 def plain_call(params: Any) -> tuple[str, dict[str, Any] | None] | None:
     """``(name, arguments)`` of a 2026-era ``tools/call`` the splice can carry, judged from its raw params."""
+    judged = _judge(params)
+    return None if judged is None else judged[:2]
+
+
+def _judge(params: Any) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None] | None:
+    """``plain_call``, plus the host's trace-context keys of ``_meta`` (None: only the envelope, the usual case)."""
     if not isinstance(params, dict) or not PLAIN_PARAMS.issuperset(params):
         return None
     meta = params.get("_meta")
-    if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+    if not isinstance(meta, dict):
         return None
+    carrier = None
+    if not _ENVELOPE_KEYS.issuperset(meta):
+        if not _SPLICE_META_KEYS.issuperset(meta):
+            return None
+        carrier = trace_carrier(meta)
     if meta.get(PROTOCOL_VERSION_META_KEY) not in MODERN_PROTOCOL_VERSIONS:
         return None
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
         return None
-    return name, arguments
+    return name, arguments, carrier
 
 
 @dataclass(eq=False)
@@ -225,7 +245,7 @@ class HostSplice:
         host_id = message.get("id")
         if isinstance(host_id, bool) or not isinstance(host_id, str | int) or host_id in self._by_host_id:
             return False
-        plain = plain_call(message.get("params"))
+        plain = _judge(message.get("params"))
         routed = self.front.route(plain[0]) if plain is not None else None
         if plain is None or routed is None:
             return False
@@ -243,7 +263,21 @@ class HostSplice:
             arguments_span = spans.inner.get("arguments") if spans is not None else None
             arguments = plain[1]
             arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
-        if not splice.submit(call, tool.raw_name, arguments, arguments_text):
+        carrier = plain[2]
+        meta = None
+        if TELEMETRY.on:
+            call.trace = start_spliced_call(
+                plain[0], tool.raw_name, host_id, call.upstream_id, carrier,
+                server=actor.name, generation=actor.status.generation,
+                host_version=message["params"]["_meta"].get(PROTOCOL_VERSION_META_KEY),
+                upstream_version=actor.status.protocol_version, arguments=plain[1],
+            )  # fmt: skip
+            meta = call.trace.upstream_meta(splice.envelope, carrier)
+        elif carrier is not None:
+            meta = {**splice.envelope, **carrier}  # off: the host's trace context goes upstream as it came
+        if not splice.submit(call, tool.raw_name, arguments, arguments_text, meta):
+            if call.trace is not None:
+                call.trace.discard()
             return False
         self._by_host_id[host_id] = call
         self.tracker.track(host_id)
@@ -331,3 +365,5 @@ class HostSplice:
     def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
         self.tracker.settle(call.host_id)
         self.front.note_call(call.tool, outcome, trio.current_time() - call.started)
+        if call.trace is not None:
+            call.trace.finish(outcome)

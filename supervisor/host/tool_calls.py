@@ -8,14 +8,16 @@ pins each row.
 
 1. **splice** (``host.splice`` → ``upstream.splice``), when all of these hold:
    a stdio host; ``params`` has only ``name``, ``arguments`` and ``_meta``;
-   ``_meta`` is exactly the 2026 envelope and names a 2026 version (so no
-   progress token and no log level); the name is routed now; the tool has no
+   ``_meta`` is the 2026 envelope, plus at most trace context (``traceparent``,
+   ``tracestate``, ``baggage``), and names a 2026 version (so no progress token
+   and no log level); the name is routed now; the tool has no
    ``outputSchema``; the server's generation is 2026-era over stdio with its
    splice ready; the request can be queued without waiting; not shutting down.
    Saves the SDK on both sides: no task, no channel, no model per call.
 2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
    a 2026-era host, over either front; ``params`` has only ``name``,
-   ``arguments`` and ``_meta``; no progress token; the name is routed now; no
+   ``arguments`` and ``_meta`` (any keys, trace context included); no progress
+   token; the name is routed now; no
    ``outputSchema``; the server's generation is 2026-era and ready
    (``ServerActor.wire_upstream``), over any transport. Saves the SDK's models
    of the request and result.
@@ -31,8 +33,12 @@ Every path keeps what a call must keep, with the same texts: routing through
 the Registry, the shutdown refusal, ``tool_timeout_sec``, error translation (an
 ``UpstreamError`` becomes an error result, a server's JSON-RPC error passes
 through), the unknown-tool heal (I8), metrics and the rate-limited failure
-warning (``Front.note_call``, ``Front.note_call_failure``), and a 2026
-``input_required`` result passed through unchanged.
+warning (``Front.note_call``, ``Front.note_call_failure``), a 2026
+``input_required`` result passed through unchanged, and the host's trace
+context (I18): with telemetry off it goes upstream unchanged; on, the host's
+request has a SERVER span parented on it (here: the SDK middleware's, annotated
+by ``_traced``), and the upstream request a CLIENT span whose context goes
+upstream instead (``telemetry.spans``).
 
 Concurrency: each call runs in its handler's own task (the host's cancellation
 cancels the upstream request); no state here beyond the Front's.
@@ -56,6 +62,15 @@ from supervisor.catalog.registry import RegisteredTool
 from supervisor.errors import UpstreamError, UpstreamTimeout
 from supervisor.host.fast_path import restamp
 from supervisor.server_actor import ServerActor
+from supervisor.telemetry.spans import (
+    TELEMETRY,
+    CallSpan,
+    annotate_host_call,
+    covering_call,
+    current_context,
+    host_call_ended,
+    start_client_call,
+)
 
 T = TypeVar("T")
 
@@ -129,7 +144,7 @@ class ToolCalls:
         async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
             return await actor.call_tool(tool.raw_name, arguments, call)
 
-        result = await self._run(ctx, tool, actor, send, _is_error_model)
+        result = await self._run(ctx, tool, actor, send, _is_error_model, arguments=params.arguments)
         return error_result(result) if isinstance(result, str) else result
 
     async def call_tool_wire(
@@ -144,7 +159,7 @@ class ToolCalls:
         async def send(call: HostCall) -> dict[str, Any]:
             return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
 
-        result = await self._run(ctx, tool, actor, send, _is_error_wire)
+        result = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
         if isinstance(result, str):
             return error_result(result)
         return restamp(result, self._front.server.server_info_stamp)
@@ -156,15 +171,24 @@ class ToolCalls:
         actor: ServerActor,
         send: Callable[[HostCall], Awaitable[T]],
         is_error: Callable[[T], bool],
+        *,
+        arguments: dict[str, Any] | None,
     ) -> T | str:
         """Forward one tools/call; an ``UpstreamError`` comes back as its message (the caller makes the error result).
 
         Both paths share this: the failure warning (rate-limited), the metrics
-        outcome, the URL-elicitation bookkeeping, and the error rule.
+        outcome, the URL-elicitation bookkeeping, the error rule, and the spans.
         """
         front = self._front
         started = trio.current_time()
         outcome: CallOutcome = "cancelled"
+        result: T | None = None
+        host_span = None
+        if TELEMETRY.on:  # off: this check is all the telemetry a call costs
+            host_span = annotate_host_call(
+                server=actor.name, generation=actor.status.generation, stdio=ctx.request is None, arguments=arguments
+            )
+            send = _traced(tool, actor, send, is_error, arguments)
         try:
             result = await front.forward(ctx, actor, f"tools/call {tool.key}", send)
             outcome = "tool_error" if is_error(result) else "ok"
@@ -180,6 +204,65 @@ class ToolCalls:
             raise
         finally:
             front.note_call(tool, outcome, trio.current_time() - started)
+            if host_span is not None:
+                host_call_ended(host_span, outcome, result)
+
+
+def _traced(
+    tool: RegisteredTool,
+    actor: ServerActor,
+    send: Callable[[HostCall], Awaitable[T]],
+    is_error: Callable[[T], bool],
+    arguments: dict[str, Any] | None,
+) -> Callable[[HostCall], Awaitable[T]]:
+    """``send`` inside a CLIENT span for the upstream request, parented on the host's SERVER span.
+
+    The span is made where the request runs: in the handler's task, or in an
+    exchange's (a 2026-era host of a handshake-era server, ``host.exchanges``),
+    so the parent is taken here, in the handler. It covers what the actor does
+    for the call (the fail-fast of a server that is not ready, the
+    ``tool_timeout_sec`` bound), so a timeout and an unavailable server have
+    their ``error.type`` too. The host's arguments are recorded (with
+    ``capture_content``), never what a transform injected.
+    """
+    parent = current_context()
+    stdio = actor.settings.transport == "stdio"
+
+    async def traced_send(call: HostCall) -> T:
+        status = actor.status
+        span = start_client_call(
+            tool.raw_name,
+            server=actor.name,
+            generation=status.generation,
+            protocol_version=status.protocol_version,
+            stdio=stdio,
+            parent=parent,
+            arguments=arguments,
+        )
+        with covering_call(span, tool.raw_name):
+            try:
+                result = await send(call)
+            except BaseException as exc:
+                _end_failed(span, exc)
+                raise
+        span.end("tool_error" if is_error(result) else "ok", result=result)
+        return result
+
+    return traced_send
+
+
+def _end_failed(span: CallSpan, exc: BaseException) -> None:
+    """End an upstream request's CLIENT span that raised ``exc``: the same outcomes as the metrics count."""
+    if isinstance(exc, UpstreamTimeout):
+        span.end("timeout")
+    elif isinstance(exc, UpstreamError):
+        span.end("unavailable")
+    elif isinstance(exc, MCPError):
+        span.end("rpc_error", code=exc.code, message=exc.error.message)
+    elif isinstance(exc, Exception):
+        span.end("error", error_type=type(exc).__qualname__)
+    else:  # cancelled: the host gave up, or the sidecar is stopping
+        span.end("cancelled")
 
 
 def _is_error_model(result: types.CallToolResult | types.InputRequiredResult) -> bool:

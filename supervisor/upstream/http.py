@@ -18,6 +18,9 @@ A server with an ``[oauth]`` table gets the SDK's OAuth provider as the httpx
 auth flow (:mod:`supervisor.auth.oauth`); when that flow finds that only a person
 can help (no tokens, a refused refresh), the transport's failure is re-raised
 as ``UpstreamNeedsLogin``, which the ServerActor turns into ``needs_login``.
+With telemetry on, every streamable-HTTP request also carries the trace
+context of the MCP request it posts (``traceparent``/``tracestate`` headers),
+as well as in its ``_meta``.
 ``transport = "sse"`` selects the legacy HTTP+SSE client
 (:mod:`supervisor.upstream.sse`) with the same headers, auth and watching.
 
@@ -38,6 +41,7 @@ from mcp.shared.message import SessionMessage
 from supervisor.auth.oauth import RunAuth, build_run_auth
 from supervisor.compat.sdk import TransportStreams, create_mcp_http_client
 from supervisor.config.servers import ServerSettings
+from supervisor.telemetry.spans import TELEMETRY, inject_headers
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.sse import open_sse_streams
 from supervisor.wire.streams import ReadStreamView
@@ -105,11 +109,11 @@ def open_http_streams(
 async def _open_streamable(
     url: str, headers: dict[str, str], auth: httpx2.Auth | None
 ) -> AsyncIterator[TransportStreams]:
-    async with (
-        create_mcp_http_client(headers=headers, auth=auth) as http_client,
-        streamable_http_client(url, http_client=http_client) as streams,
-    ):
-        yield streams
+    async with create_mcp_http_client(headers=headers, auth=auth) as http_client:
+        if TELEMETRY.on:  # each POST carries its request's CLIENT span context in headers too (I18)
+            http_client.event_hooks = {**http_client.event_hooks, "request": [inject_headers]}
+        async with streamable_http_client(url, http_client=http_client) as streams:
+            yield streams
 
 
 __all__ = ["RunAuth", "open_http_streams", "open_http_transport"]

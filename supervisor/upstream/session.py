@@ -13,7 +13,8 @@ What crosses, per direction (DESIGN I13):
   resource lists always ``bypass`` it (I9).
 * **Requests for a host call** (``call_tool``, ``get_prompt``,
   ``read_resource``, ``complete``) carry the host's progress wish (a progress
-  token of ours) and, to a 2026-era server, its log level in ``_meta``. The
+  token of ours), its trace context (I18) and, to a 2026-era server, its log
+  level in ``_meta``. The
   call's progress and request-scoped log notices reach it through the
   transport tap (``upstream.tap``) in wire order, into its ``CallNotices``,
   which it forwards to its host before returning the result.
@@ -63,6 +64,7 @@ from supervisor.compat.sdk import (
 )
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamProtocolError
+from supervisor.telemetry.spans import about_server, trace_carrier
 from supervisor.upstream.errors import ErrorTranslator
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.listen import ListenFilter
@@ -145,7 +147,8 @@ class Upstream:
             UpstreamProtocolError: The server answered with an error, an invalid
                 listing, more than ``max_tools`` entries, or pages without end.
         """
-        return await list_all(self._client, self._settings, kind, cache_mode, self._translate_errors)
+        with about_server(self._settings.name):  # its requests' spans name the server (telemetry on)
+            return await list_all(self._client, self._settings, kind, cache_mode, self._translate_errors)
 
     # -- requests for a host call --------------------------------------------------------
 
@@ -259,7 +262,9 @@ class Upstream:
     ) -> Any:
         if call is None:
             return await self._send_and_drive(what, None, None, send)
-        meta: dict[str, Any] = {}
+        # The host's trace context goes upstream as it came; with telemetry on, the SDK's injection of the
+        # current (our CLIENT) span then replaces traceparent and tracestate (``telemetry.spans``).
+        meta: dict[str, Any] = trace_carrier(call.ctx.meta) or {}
         level = call.log_level
         if self.modern and level is not None:
             meta[LOG_LEVEL_META_KEY] = level

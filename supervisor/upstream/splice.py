@@ -74,6 +74,11 @@ class UpstreamSplice:
         self._envelope_tail = b',"_meta":' + encode_ascii(envelope).encode() + b"}}\n"
 
     @property
+    def envelope(self) -> dict[str, Any]:
+        """Our client's 2026 ``_meta`` envelope for this generation (empty until ``set_envelope``)."""
+        return self._envelope or {}
+
+    @property
     def ready(self) -> bool:
         return self._stdin is not None and self._envelope is not None and not self._lost
 
@@ -83,22 +88,24 @@ class UpstreamSplice:
         raw_name: str,
         arguments: dict[str, Any] | None,
         arguments_text: memoryview | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> bool:
         """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
 
         ``arguments_text``: the host's own bytes of ``arguments`` (a large request), copied as they are.
+        ``meta``: the request's ``_meta`` when it is more than our envelope (trace context; ``host.splice``).
         """
         if self._stdin is None or self._envelope is None or self._lost:
             return False
         if arguments_text is not None:  # large: its own path (_submit_large)
-            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, self._envelope)
+            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, meta or self._envelope)
             return self._submit_large(call, pieces)
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
             line = b"".join((
                 b'{"jsonrpc":"2.0","id":"', call.upstream_id.encode(), b'","method":"tools/call","params":{"name":',
                 to_json(raw_name),
                 b"" if arguments is None else b',"arguments":' + to_json(arguments),
-                self._envelope_tail,
+                self._envelope_tail if meta is None else b',"_meta":' + encode_ascii(meta).encode() + b"}}\n",
             ))  # fmt: skip
         if self.direct.try_write(line):
             call.host.batched(self.direct)
@@ -229,15 +236,21 @@ class UpstreamSplice:
         if isinstance(error, dict):
             code, text = error.get("code"), error.get("message")
             if isinstance(code, int) and isinstance(text, str):
+                if call.trace is not None:
+                    call.trace.upstream_answered("rpc_error", code, text)
                 call.actor.heal_unknown_tool(call.tool.raw_name, MCPError(code, text, error.get("data")))
                 await call.host.answer(call, "rpc_error", {"jsonrpc": "2.0", "id": call.host_id, "error": error})
                 return
         result = message.get("result")
         if not isinstance(result, dict) or not wire_result_shaped(result):
+            if call.trace is not None:
+                call.trace.upstream_answered("unavailable")
             text = f"server {self.server!r}: tools/call {call.tool.raw_name} returned an invalid result"
             await call.host.fail(call, "unavailable", "UpstreamProtocolError", text)
             return
         outcome: CallOutcome = "tool_error" if result.get("isError") is True else "ok"
+        if call.trace is not None:
+            call.trace.upstream_answered(outcome, result=result)
         restamped = call.host.restamp(result)
         if spans is None:
             await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})

@@ -36,6 +36,7 @@ ENVELOPE: dict[str, Any] = {
     CLIENT_CAPABILITIES_META_KEY: {},
 }
 PLAIN: dict[str, Any] = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}, "_meta": ENVELOPE}
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def _tool(output_schema: dict[str, Any] | None = None) -> Any:
@@ -70,6 +71,12 @@ def _line(params: dict[str, Any]) -> bytes:
 
 SPLICE_CASES = [
     pytest.param(PLAIN, {}, True, id="splice: a plain 2026 call to a ready stdio generation"),
+    pytest.param(
+        {**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT, "tracestate": "a=b", "baggage": "k=v"}},
+        {},
+        True,
+        id="splice: trace context in _meta (traceparent, tracestate, baggage)",
+    ),
     pytest.param({**PLAIN, "_meta": {**ENVELOPE, "progressToken": 1}}, {}, False, id="not: a progress token"),
     pytest.param(
         {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "debug"}}, {}, False, id="not: a log level"
@@ -121,6 +128,12 @@ FAST_CASES = [
         {},
         "fast",
         id="fast: any _meta but a progress token (unlike the splice)",
+    ),
+    pytest.param(
+        _ctx({**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT, "baggage": "k=v"}}),
+        {},
+        "fast",
+        id="fast: trace context in _meta",
     ),
     pytest.param(_ctx(PLAIN, version=HANDSHAKE), {}, "general", id="SDK: a handshake-era host"),
     pytest.param(_ctx({**PLAIN, "_meta": {"progressToken": 7}}), {}, "general", id="SDK: a progress token"),

@@ -1,0 +1,273 @@
+"""The OpenTelemetry SDK side: the tracer provider, span-derived metrics, and redaction on export.
+
+Imported only when telemetry is on (``telemetry.setup``) or by tests: it needs
+the ``otel`` extra (``opentelemetry-sdk``). Three pieces:
+
+* ``SupervisorTracerProvider``: the SDK's provider, whose tracers do nothing
+  while ``TELEMETRY.on`` is off (as the API's no-op tracer: the current
+  context passes through), and which tidies the ``mcp`` SDK's own CLIENT
+  spans (``compat.otel``): one the sidecar's CLIENT span already covers
+  (``spans.covering``) is folded into it, so the SDK injects *our* context
+  upstream and the trace has one CLIENT span per upstream request; any other
+  (a sync's ``tools/list``) is renamed from ``MCP send {method} {target}`` to
+  the conventions' ``{method} {target}``.
+* ``OperationMetrics``: a span processor that records
+  ``mcp.server.operation.duration`` and ``mcp.client.operation.duration`` from
+  every ended MCP span (the SDK middleware's SERVER spans and ours), so the
+  histograms and the spans always agree. Metrics therefore follow sampling.
+* ``Redacting``: wraps the exporter. Without ``capture_content`` it drops what
+  may carry content (status descriptions: JSON-RPC error messages; exception
+  messages and stack traces; the opt-in content attributes); always, it masks
+  every configured secret value wherever it appears. It runs in the export
+  worker's thread, never on a call path.
+
+Concurrency: the SDK's batch processor runs its own worker thread; everything
+here is synchronous and called by the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, Tracer, use_span
+from opentelemetry.util.types import Attributes
+
+from supervisor._version import __version__
+from supervisor.compat.otel import SDK_SEND_PREFIX, SDK_TRACER_NAME
+from supervisor.telemetry import conventions as C
+from supervisor.telemetry.spans import TELEMETRY, ambient, covering
+
+MASK: Final = "***"
+
+
+def _pass_through(context: Context | None) -> trace.Span:
+    """What the API's no-op tracer returns: the current span, so its context still propagates."""
+    current = trace.get_current_span(context)
+    return current if isinstance(current, NonRecordingSpan) else NonRecordingSpan(current.get_span_context())
+
+
+class _GatedTracer(Tracer):
+    """A tracer that is a no-op while telemetry is off, and tidies the ``mcp`` SDK's CLIENT spans."""
+
+    def __init__(self, inner: Tracer, *, mcp_sdk: bool) -> None:
+        self._inner = inner
+        self._mcp_sdk = mcp_sdk
+
+    def start_span(  # noqa: PLR0917  (the API's signature)
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> trace.Span:
+        if not TELEMETRY.on:
+            return _pass_through(context)
+        if self._mcp_sdk and kind is SpanKind.CLIENT and name.startswith(SDK_SEND_PREFIX):
+            if name == covering.get():
+                # Our CLIENT span covers this very request: the SDK gets our span, and so injects our context.
+                ours = trace.get_current_span(context)
+                request_id = (attributes or {}).get(C.REQUEST_ID)
+                if request_id is not None:
+                    ours.set_attribute(C.REQUEST_ID, request_id)
+                return _pass_through(context)
+            name, attributes = _conventional(name, attributes)
+        return self._inner.start_span(
+            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
+
+    @contextmanager
+    def start_as_current_span(  # type: ignore[override]  # noqa: PLR0917  (the API's; its decorator is private)
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[trace.Span]:
+        span = self.start_span(
+            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
+        with use_span(
+            span,
+            end_on_exit=end_on_exit,
+            record_exception=record_exception,
+            set_status_on_exception=set_status_on_exception,
+        ) as current:
+            yield current
+
+
+def _conventional(name: str, attributes: Attributes) -> tuple[str, dict[str, Any]]:
+    """An SDK CLIENT span's name and attributes as the conventions (and we) want them."""
+    name = name[len(SDK_SEND_PREFIX) :]
+    method, _, target = name.partition(" ")
+    extra: dict[str, Any] = dict(attributes or {})
+    if method == "tools/call":
+        extra[C.OPERATION] = C.EXECUTE_TOOL
+        if target:
+            extra[C.TOOL_NAME] = target
+    elif method == "prompts/get" and target:
+        extra["gen_ai.prompt.name"] = target
+    extra.update(ambient.get() or {})
+    return name, extra
+
+
+class SupervisorTracerProvider(TracerProvider):
+    """The SDK's tracer provider, handing out ``_GatedTracer``s."""
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Attributes = None,
+    ) -> Tracer:
+        inner = super().get_tracer(instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
+        return _GatedTracer(inner, mcp_sdk=instrumenting_module_name == SDK_TRACER_NAME)
+
+
+class OperationMetrics(SpanProcessor):
+    """Records the conventions' duration histograms from every ended MCP SERVER or CLIENT span."""
+
+    def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter("mcp-supervisor", __version__)
+        boundaries = list(C.OPERATION_DURATION_BUCKETS)
+        self._server = meter.create_histogram(
+            C.SERVER_DURATION,
+            unit="s",
+            description="MCP request duration as observed on the receiver, from the request until its answer.",
+            explicit_bucket_boundaries_advisory=boundaries,
+        )
+        self._client = meter.create_histogram(
+            C.CLIENT_DURATION,
+            unit="s",
+            description="MCP request duration as observed on the sender, from the request until its answer.",
+            explicit_bucket_boundaries_advisory=boundaries,
+        )
+
+    def on_end(self, span: ReadableSpan) -> None:
+        attributes = span.attributes or {}
+        if span.kind not in (SpanKind.SERVER, SpanKind.CLIENT) or C.METHOD not in attributes or C.DISCARD in attributes:
+            return
+        if span.start_time is None or span.end_time is None:
+            return
+        histogram = self._server if span.kind is SpanKind.SERVER else self._client
+        labels = {key: attributes[key] for key in C.METRIC_ATTRIBUTES if key in attributes}
+        histogram.record((span.end_time - span.start_time) / 1e9, labels)
+
+
+class Redacting(SpanExporter):
+    """Wraps an exporter: no content without ``capture_content``, and never a configured secret."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self._inner = inner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        kept = [redacted(span) for span in spans if not (span.attributes or {}).get(C.DISCARD)]
+        return self._inner.export(kept) if kept else SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+def redacted(span: ReadableSpan) -> ReadableSpan:
+    """``span`` as it may leave the process (see ``Redacting``); the span itself when nothing needs to change."""
+    capture = TELEMETRY.capture_content
+    secrets = tuple(secret for secret in TELEMETRY.secrets if secret)
+    if _clean_already(span, capture, secrets):
+        return span  # the usual case: no status text, no events, no secret, no content to drop
+
+    def mask(value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in secrets:
+                if secret in value:
+                    value = value.replace(secret, MASK)
+            return value
+        if isinstance(value, tuple | list):
+            return tuple(mask(item) for item in value)
+        return value
+
+    def clean(attributes: Mapping[str, Any] | None, *, exception: bool = False) -> dict[str, Any]:
+        kept: dict[str, Any] = {}
+        for key, value in (attributes or {}).items():
+            if not capture and (key in C.CONTENT_ATTRIBUTES or (exception and key != "exception.type")):
+                continue
+            kept[key] = mask(value)
+        return kept
+
+    status = span.status
+    description = status.description if capture else None
+    events = [
+        Event(event.name, clean(event.attributes, exception=event.name == "exception"), event.timestamp)
+        for event in span.events
+    ]
+    return ReadableSpan(
+        name=mask(span.name),
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=clean(span.attributes),
+        events=events,
+        links=span.links,
+        kind=span.kind,
+        status=Status(status.status_code, mask(description) if description else None),
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def _clean_already(span: ReadableSpan, capture: bool, secrets: tuple[str, ...]) -> bool:
+    if span.events or (span.status.description and (not capture or secrets)):
+        return False
+    attributes = span.attributes or {}
+    if not capture and not C.CONTENT_ATTRIBUTES.isdisjoint(attributes):
+        return False
+    if not secrets:
+        return True
+    texts = [span.name]
+    for value in attributes.values():
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, tuple | list):
+            texts.extend(item for item in value if isinstance(item, str))
+    return not any(secret in text for text in texts for secret in secrets)
+
+
+def resource(environ: Mapping[str, str]) -> Resource:
+    """``service.name = mcp-supervisor`` unless ``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES`` name one."""
+    named = "OTEL_SERVICE_NAME" in environ or "service.name=" in environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    attributes: dict[str, Any] = {SERVICE_VERSION: __version__}
+    if not named:
+        attributes[SERVICE_NAME] = "mcp-supervisor"
+    return Resource.create(attributes)
+
+
+def tracer_provider(
+    exporters: Sequence[SpanExporter], *, batch: bool = True, resource_: Resource | None = None
+) -> SupervisorTracerProvider:
+    """A provider that meters every MCP span and exports through ``Redacting`` (batched, or at once for tests)."""
+    provider = SupervisorTracerProvider(resource=resource_)
+    provider.add_span_processor(OperationMetrics())
+    for exporter in exporters:
+        wrapped = Redacting(exporter)
+        processor: SpanProcessor = BatchSpanProcessor(wrapped) if batch else SimpleSpanProcessor(wrapped)
+        provider.add_span_processor(processor)
+    return provider
