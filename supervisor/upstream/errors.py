@@ -46,7 +46,10 @@ class ErrorTranslator:
         if isinstance(exc, MCPError):
             if exc.code == CONNECTION_CLOSED:
                 self._health.mark_lost("connection closed")
-                raise UpstreamUnavailable(server, f"server {server!r}: connection lost during {what}") from exc
+                # Only a transport's own explanation (a refused scope), not whatever closed it first.
+                why = self._health.explain() if self._health.explain is not None else None
+                detail = f": {self._health.redact(why)}" if why else ""
+                raise UpstreamUnavailable(server, f"server {server!r}: connection lost during {what}{detail}") from exc
             if exc.code == PARSE_ERROR:
                 raise UpstreamProtocolError(
                     server, f"server {server!r}: {what}: the answer could not be parsed ({exc.error.message})"

@@ -8,6 +8,7 @@ first names the cause.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -23,11 +24,15 @@ class TransportHealth:
     reason: str = ""
     secrets: tuple[str, ...] = ()
     """Configured values (header values, URL query values) no reason may show."""
+    explain: Callable[[], str | None] | None = None
+    """Why the server ended the connection, when the transport knows better than "connection closed"
+    (an OAuth transport that was refused a scope: ``upstream.http``); asked when the loss is marked."""
 
     def mark_lost(self, reason: str) -> None:
-        """Record the first reason the transport died and wake the watcher."""
+        """Record the first reason the transport died (its ``explain``, if that has one) and wake the watcher."""
         if not self.lost.is_set():
-            self.reason = self.redact(reason)
+            better = self.explain() if self.explain is not None else None
+            self.reason = self.redact(better or reason)
             self.lost.set()
 
     def redact(self, text: str) -> str:

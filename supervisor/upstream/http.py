@@ -83,6 +83,9 @@ async def open_http_transport(settings: ServerSettings, health: TransportHealth)
     if (token := settings.bearer_token()) is not None:
         headers["Authorization"] = f"Bearer {token}"
     run_auth = build_run_auth(settings) if settings.oauth is not None else None
+    if run_auth is not None:
+        # A refused scope closes the connection: "connection closed" would hide what to run (issue 30).
+        health.explain = lambda: str(refused) if (refused := run_auth.needs_login()) is not None else None
     try:
         async with open_http_streams(settings, headers, run_auth.auth if run_auth else None) as (read, write):
             watched: Any = _WatchedReadStream(read, health)

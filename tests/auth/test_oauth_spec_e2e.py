@@ -89,8 +89,11 @@ async def test_an_insufficient_scope_403_parks_in_needs_login_naming_the_scope_a
             async with open_host(config) as host, httpx2.AsyncClient() as http:
                 await host.wait_tools(lambda names: ADD in names)
                 assert text_of(await host.call(ECHO, {"text": "before"})) == "before"
-                with suppress(MCPError):  # this call finds out: the server wants mcp:admin
-                    await host.call(ADD, {"a": 1, "b": 2})
+                # This call finds out: the server wants mcp:admin. Its host is told so, and what to run.
+                refused = await host.call(ADD, {"a": 1, "b": 2})
+                assert refused.is_error
+                assert "requires scope 'mcp:admin'" in text_of(refused), text_of(refused)
+                assert "run `mcp-supervisor login remote`" in text_of(refused)
                 server = await wait_state(http, host, "needs_login", outputs)
                 assert "requires scope 'mcp:admin'" in server["last_error"]
                 assert "run `mcp-supervisor login remote`" in server["last_error"]
