@@ -108,6 +108,17 @@ class HostCall:
         return self.connection_log_level or "debug"
 
     @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """What this host declared it can do (a 2026-era host per request, a handshake-era one at ``initialize``).
+
+        A 2026-era upstream is told these, not the sidecar's own, on each request
+        made for this call (issue 30), so it rejects a tool that needs what the
+        host lacks (-32021) and never asks the host for what it cannot give.
+        """
+        declared = self.ctx.session.client_capabilities
+        return {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    @property
     def wants_progress(self) -> bool:
         """Whether the host sent a progress token (the SDK hands ``_meta`` over validated: snake_case keys)."""
         meta = self.ctx.meta or {}

@@ -83,7 +83,7 @@ class Registered(Generic[D]):
     lives for one generation of its server, so the form can never outlive the definition it was made of."""
     _definition: D | None = field(default=None, init=False, compare=False, repr=False)
     _shown: D | None = field(default=None, init=False, compare=False, repr=False)
-    _search_terms: dict[str, float] | None = field(default=None, init=False, compare=False, repr=False)
+    _search_terms: Sequence[str] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def public_name(self) -> str:
@@ -115,11 +115,11 @@ class Registered(Generic[D]):
         return self._definition
 
     @property
-    def search_terms(self) -> dict[str, float] | None:
-        """The entry's weighted search terms, once ``catalog.search`` has made them."""
+    def search_terms(self) -> Sequence[str] | None:
+        """The entry's search terms, each as often as it counts, once ``catalog.search`` has made them."""
         return self._search_terms
 
-    def keep_search_terms(self, terms: dict[str, float]) -> None:
+    def keep_search_terms(self, terms: Sequence[str]) -> None:
         """Keep ``terms`` for this entry's lifetime (one generation of its server)."""
         object.__setattr__(self, "_search_terms", terms)
 

@@ -49,12 +49,13 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections import Counter
+import sys
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from supervisor.catalog.registry import RegisteredTool
 
@@ -109,38 +110,111 @@ def stem(word: str) -> str:
 _VOWELS: Final = frozenset("aeiouy")
 
 
+class _WordTerm(dict[str, str]):
+    """Each word's index term ("" for none), made on first sight and kept (cleared with ``_TOKEN_TERMS``).
+
+    A word is what ``_WORDS`` finds in a token, its case kept: lower-cased, dropped if it has one
+    letter or is a stop word, else stemmed. The stem is interned, so that every occurrence of a
+    term is one object and a lookup of it in the postings ends at an identity test.
+    """
+
+    __slots__ = ()
+
+    def __missing__(self, word: str) -> str:
+        lower = word.lower()
+        made = "" if len(lower) < 2 or lower in STOP_WORDS else sys.intern(stem(lower))
+        self[word] = made
+        return made
+
+
 class _TokenTerms(dict[str, tuple[str, ...]]):
     """Each whitespace-separated token's index terms, made on first sight and kept (bounded).
 
-    A catalog's text repeats a small vocabulary, so a token is split, lower-cased and
-    stemmed once, and every later sight is one dict lookup: looking tokens up through
-    ``map`` keeps the per-token work in C, where a Python loop per word cost most of a
-    cold build (``bench/search.py``).
+    A catalog's text repeats a small vocabulary, so a token is split, lower-cased and stemmed
+    once, and every later sight is one dict lookup, made through ``map`` so that the per-token
+    work stays in C.
     """
 
     __slots__ = ()
 
     def __missing__(self, token: str) -> tuple[str, ...]:
-        if len(self) >= _TOKEN_TERMS_MAX:
+        if len(self) >= _CACHE_MAX:
             self.clear()
-        made = tuple(
-            stem(word) for word in map(str.lower, _WORDS.findall(token)) if len(word) > 1 and word not in STOP_WORDS
-        )
+            _WORD_TERM.clear()
+        if token.isalpha() and token.isascii() and (token.islower() or token.istitle() or token.isupper()):
+            term = _WORD_TERM[token]  # one word, the whole token, as ``_WORDS`` would find it
+            made: tuple[str, ...] = (term,) if term else ()
+        else:
+            made = tuple(filter(None, map(_WORD_TERM.__getitem__, _WORDS.findall(token))))
         self[token] = made
         return made
 
 
-_TOKEN_TERMS_MAX: Final = 50_000
+class _TokenTerm(dict[str, str]):
+    """A description token's one term, "" for none or for several (bounded; those go in ``_SEVERAL``).
+
+    Most tokens of prose make one term or none, so a description is looked up through this one:
+    its terms come out as strings, not as tuples to chain (a third of the tokenizing, measured).
+    """
+
+    __slots__ = ()
+
+    def __missing__(self, token: str) -> str:
+        if len(self) >= _CACHE_MAX:
+            self.clear()
+            _SEVERAL.clear()
+        made = _TOKEN_TERMS[token]
+        if len(made) > 1:
+            _SEVERAL.add(token)
+        term = made[0] if len(made) == 1 else ""
+        self[token] = term
+        return term
+
+
+class _TextTerms(dict[str, tuple[str, ...]]):
+    """The terms of a short text that tools repeat: a server's name, an argument's name or description (bounded).
+
+    A server's tools share arguments (``owner``, ``repo``, ``page``, ``cursor``) and describe them
+    alike, so each such text is tokenized once for the catalog, not once per tool.
+    """
+
+    __slots__ = ()
+
+    def __missing__(self, text: str) -> tuple[str, ...]:
+        if not isinstance(text, str):
+            raise TypeError(f"not text: {text!r}")  # ``_argument_terms`` then goes the slow way
+        if len(self) >= _CACHE_MAX:
+            self.clear()
+        made = tuple(chain.from_iterable(map(_TOKEN_TERMS.__getitem__, text.split())))
+        self[text] = made
+        return made
+
+
+_SEVERAL: Final[set[str]] = set()
+"""The tokens ``_TokenTerm`` has seen that make several terms ("list_files", "sign-in", "HTTPServer")."""
+_CACHE_MAX: Final = 50_000
+"""Entries per cache; a full cache is cleared (they only save work)."""
+_WORD_TERM: Final = _WordTerm()
 _TOKEN_TERMS: Final = _TokenTerms()
+_TOKEN_TERM: Final = _TokenTerm()
+_TEXT_TERMS: Final = _TextTerms()
+_token_terms: Final = _TOKEN_TERMS.__getitem__
+_token_term: Final = _TOKEN_TERM.__getitem__
+_text_terms: Final = _TEXT_TERMS.__getitem__
 
 
 def terms(text: str) -> list[str]:
     """The index terms of ``text``, in order (a query goes through the same function)."""
-    return list(chain.from_iterable(map(_TOKEN_TERMS.__getitem__, text.split())))
+    return list(chain.from_iterable(map(_token_terms, text.split())))
 
 
-def tool_terms(entry: RegisteredTool) -> dict[str, float]:
-    """``entry``'s weighted term frequencies, made once and kept on it."""
+def tool_terms(entry: RegisteredTool) -> Sequence[str]:
+    """``entry``'s index terms, each as often as it counts; made once and kept on it.
+
+    The name's terms ``NAME_WEIGHT`` times, the title's ``TITLE_WEIGHT`` times, and once the
+    description's, the server's name's and each argument's name's and description's: a term's
+    count in the bag is its weighted frequency (field weights by repetition).
+    """
     kept = entry.search_terms
     if kept is not None:
         return kept
@@ -148,24 +222,39 @@ def tool_terms(entry: RegisteredTool) -> dict[str, float]:
     # The public name without its "mcp__<server>__" prefix, split at "_" and "-" before the
     # lookup (a name is unique, its words are not); the server's name counts as text.
     name = entry.key.removeprefix(f"mcp__{entry.owner}__").replace("_", " ").replace("-", " ")
-    text = [entry.owner, tool.description or ""]
-    properties = tool.input_schema.get("properties") if isinstance(tool.input_schema, dict) else None
-    if isinstance(properties, dict):
-        for argument, schema in properties.items():
-            text.append(str(argument))
-            description = schema.get("description") if isinstance(schema, dict) else None
-            if isinstance(description, str):
-                text.append(description)
-    # Whole-number weights: repeating a field's terms and counting them all at once (``Counter``,
-    # in C) costs a fraction of a weighted sum per word, and all the text is tokenized in one go.
-    found = terms(name) * NAME_WEIGHT
+    made = list(chain.from_iterable(map(_token_terms, name.split())))
+    made *= NAME_WEIGHT
     if tool.title:
-        found += terms(tool.title) * TITLE_WEIGHT
-    found += terms(" ".join(text))
-    # Counts are ints, which are valid floats; the registry keeps them as they are.
-    made = cast("dict[str, float]", Counter(found))
+        made += list(chain.from_iterable(map(_token_terms, tool.title.split()))) * TITLE_WEIGHT
+    if tool.description:
+        words = tool.description.split()
+        described = len(made)
+        made += filter(None, map(_token_term, words))
+        if _SEVERAL and not _SEVERAL.isdisjoint(words):  # a token of several terms: this text the general way
+            del made[described:]
+            made += chain.from_iterable(map(_token_terms, words))
+    made += _text_terms(entry.owner)
+    properties = tool.input_schema.get("properties")
+    if isinstance(properties, dict):
+        arguments = len(made)
+        try:
+            described = map(dict.get, properties.values(), repeat("description"), repeat(""))
+            made += chain.from_iterable(map(_text_terms, chain(properties, described)))
+        except TypeError:  # an argument schema that is not an object, or a name or description that is not text
+            del made[arguments:]
+            made += chain.from_iterable(map(_text_terms, _argument_texts(properties)))
     entry.keep_search_terms(made)
     return made
+
+
+def _argument_texts(properties: dict[Any, Any]) -> list[str]:
+    """Each argument's name and, if it is text, description: what ``tool_terms`` reads, the slow way."""
+    texts = [str(argument) for argument in properties]
+    for schema in properties.values():
+        described = schema.get("description") if isinstance(schema, dict) else None
+        if isinstance(described, str):
+            texts.append(described)
+    return texts
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,34 +268,26 @@ class Match:
 class ToolIndex:
     """A BM25 index over one fixed list of tools; build a new one when the list changes."""
 
-    __slots__ = ("_docs", "_entries", "_idf", "_norms", "_weights")
+    __slots__ = ("_entries", "_norms", "_postings")
 
     def __init__(self, entries: Sequence[RegisteredTool]) -> None:
         # In public-name order, so that a lower position breaks a tie (the registry's order already).
         self._entries = sorted(entries, key=attrgetter("key"))
-        docs: dict[str, list[int]] = {}
-        weights: dict[str, list[float]] = {}
-        lengths: list[float] = []
-        for index, entry in enumerate(self._entries):
-            counts = tool_terms(entry)
-            lengths.append(sum(counts.values()))
-            for term, weight in counts.items():
-                held = docs.get(term)
-                if held is None:
-                    docs[term] = [index]
-                    weights[term] = [weight]
-                else:
-                    held.append(index)
-                    weights[term].append(weight)
+        found = list(map(tool_terms, self._entries))
+        postings: defaultdict[str, list[int]] = defaultdict(list)
+        # Per term, the position of each tool it occurs in, once per occurrence (``search`` counts
+        # them). A plain loop: the interpreter specializes its subscript and ``append`` (3.11), which
+        # a ``map(list.append, ...)`` pipeline would pay a C call for each (~25% slower, measured).
+        for index, bag in enumerate(found):
+            for term in bag:
+                postings[term].append(index)
+        self._postings: dict[str, list[int]] = postings
+        """Read with ``get`` only: a subscript would add a term."""
+        lengths = list(map(len, found))
         count = len(lengths)
         average = (sum(lengths) / count) if count else 1.0
-        self._docs = docs
-        self._weights = weights
         self._norms = [K1 * (1 - B + B * length / average) for length in lengths]
         """Per tool: BM25's ``k1 * (1 - b + b * length / average)``."""
-        self._idf = {
-            term: (K1 + 1) * math.log(1 + (count - len(held) + 0.5) / (len(held) + 0.5)) for term, held in docs.items()
-        }
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -218,12 +299,14 @@ class ToolIndex:
         scores: dict[int, float] = {}
         score_of = scores.get
         norms = self._norms
+        count = len(norms)
         for term in set(terms(query)):
-            held = self._docs.get(term)
+            held = self._postings.get(term)
             if held is None:
                 continue
-            idf = self._idf[term]
-            for index, weight in zip(held, self._weights[term], strict=True):
+            weights = Counter(held)  # position -> the term's weighted frequency there, in position order
+            idf = (K1 + 1) * math.log(1 + (count - len(weights) + 0.5) / (len(weights) + 0.5))
+            for index, weight in weights.items():
                 scores[index] = score_of(index, 0.0) + idf * weight / (weight + norms[index])
         if len(scores) > limit:
             cutoff = heapq.nlargest(limit, scores.values())[-1]

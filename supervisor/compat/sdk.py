@@ -22,6 +22,9 @@ of an SDK object.
   request dict through the session's own stamp (the 2026 ``_meta`` envelope and
   headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
   is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``).
+* ``stamp_capabilities_of``: the stamp writes the client's own capabilities into
+  every 2026 request; it is wrapped so a request made for a host declares the
+  host's (issue 30).
 
 The other private uses have modules of their own beside this one, so that
 importing one pulls in nothing else: ``listing`` and ``oauth`` (the SDK),
@@ -32,6 +35,7 @@ Concurrency: plain functions and aliases; nothing here awaits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
@@ -42,6 +46,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerMiddleware
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 __all__ = [
     "DEFAULT_INPUT_REQUIRED_MAX_ROUNDS",
@@ -52,6 +57,7 @@ __all__ = [
     "request_envelope",
     "run_input_required_driver",
     "send_raw_request",
+    "stamp_capabilities_of",
 ]
 
 
@@ -77,6 +83,26 @@ async def send_raw_request(session: ClientSession, method: str, params: dict[str
     session._stamp(data, opts)
     result: dict[str, Any] = await session._dispatcher.send_raw_request(method, data["params"], opts)
     return result
+
+
+def stamp_capabilities_of(session: ClientSession, capabilities: Callable[[], dict[str, Any] | None]) -> None:
+    """From now on, each 2026 request of ``session`` declares ``capabilities()`` (when not None) as the client's.
+
+    The session's stamp writes our own client capabilities into every request's
+    ``_meta``; this wraps it (once per session) to write, after it, those of the
+    host the request is made for (``capabilities`` reads the calling task's
+    context, so concurrent calls of different hosts never mix).
+    """
+    stamp = session._stamp
+
+    def stamp_for_host(data: dict[str, Any], opts: Any) -> None:
+        stamp(data, opts)
+        declared = capabilities()
+        meta = data.get("params", {}).get("_meta")
+        if declared is not None and isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+            meta[CLIENT_CAPABILITIES_META_KEY] = declared
+
+    session._stamp = stamp_for_host
 
 
 def request_envelope(session: ClientSession, method: str) -> dict[str, Any]:

@@ -265,6 +265,8 @@ class HostSplice:
             arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
         carrier = plain[2]
         meta = None
+        # The host's own capabilities go upstream, not ours (issue 30).
+        capabilities = message["params"]["_meta"].get(CLIENT_CAPABILITIES_META_KEY)
         if TELEMETRY.on:
             call.trace = start_spliced_call(
                 plain[0], tool.raw_name, host_id, call.upstream_id, carrier,
@@ -272,10 +274,10 @@ class HostSplice:
                 host_version=message["params"]["_meta"].get(PROTOCOL_VERSION_META_KEY),
                 upstream_version=actor.status.protocol_version, arguments=plain[1],
             )  # fmt: skip
-            meta = call.trace.upstream_meta(splice.envelope, carrier)
+            meta = call.trace.upstream_meta(splice.envelope_for(capabilities), carrier)
         elif carrier is not None:
-            meta = {**splice.envelope, **carrier}  # off: the host's trace context goes upstream as it came
-        if not splice.submit(call, tool.raw_name, arguments, arguments_text, meta):
+            meta = {**splice.envelope_for(capabilities), **carrier}  # off: the trace context goes as it came
+        if not splice.submit(call, tool.raw_name, arguments, arguments_text, meta=meta, capabilities=capabilities):
             if call.trace is not None:
                 call.trace.discard()
             return False

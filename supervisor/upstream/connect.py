@@ -19,6 +19,7 @@ import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import mcp_types as types
 import trio
@@ -27,9 +28,9 @@ from mcp.client.caching import CacheConfig
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from supervisor.calls.attribution import HostSide, named_for, no_host_error
+from supervisor.calls.attribution import HostSide, current_call, named_for, no_host_error
 from supervisor.catalog.registry import Kind
-from supervisor.compat.sdk import TransportStreams, request_envelope
+from supervisor.compat.sdk import TransportStreams, request_envelope, stamp_capabilities_of
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamUnavailable, first_leaf
 from supervisor.upstream.errors import connect_error, split_teardown_errors
@@ -153,6 +154,9 @@ async def open_upstream(
         raise connect_error(name, health, exc) from exc
     upstream = Upstream(settings, client, health, host)
     upstream_ref.append(upstream)
+    if upstream.modern:
+        # Each request made for a host declares the host's capabilities, not ours (issue 30).
+        stamp_capabilities_of(client.session, _calling_host_capabilities)
     if splice is not None and upstream.modern:
         splice.set_envelope(request_envelope(client.session, "tools/call"))
         upstream.splice = splice
@@ -183,3 +187,9 @@ async def open_upstream(
         if body_failed:
             # The transport's failure interrupted the generation: report it as such.
             raise UpstreamUnavailable(name, f"server {name!r}: transport failed: {first_leaf(teardown)}") from teardown
+
+
+def _calling_host_capabilities() -> dict[str, Any] | None:
+    """The capabilities of the host whose call the current task serves (None: the sidecar's own request)."""
+    call = current_call.get()
+    return None if call is None else call.client_capabilities

@@ -17,6 +17,7 @@ deadline queue. Tables are changed only in synchronous code.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import trio
 from mcp import MCPError
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 from supervisor.calls.results import CallOutcome, wire_result_shaped
 from supervisor.calls.splice import ID_PREFIX, LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ID_MARK: Final = ID_PREFIX.encode()
+MAX_HOST_TAILS: Final = 16
+"""Distinct host capability sets whose request-line ends are kept (one stdio host: one)."""
 
 
 class UpstreamSplice:
@@ -59,6 +63,8 @@ class UpstreamSplice:
         self._order: deque[SplicedCall] = deque()
         self._wake = trio.Event()
         self._ids = itertools.count(1)
+        self._tails: dict[str, bytes] = {}
+        """Request-line ends per host capabilities (``_tail_for``)."""
         self._lost = False
         self.direct = DirectWrite()
 
@@ -78,6 +84,25 @@ class UpstreamSplice:
         """Our client's 2026 ``_meta`` envelope for this generation (empty until ``set_envelope``)."""
         return self._envelope or {}
 
+    def envelope_for(self, capabilities: Any) -> dict[str, Any]:
+        """Our envelope, declaring the calling host's client ``capabilities`` instead of ours (issue 30)."""
+        envelope = self.envelope
+        if capabilities is None or envelope.get(CLIENT_CAPABILITIES_META_KEY) == capabilities:
+            return envelope
+        return {**envelope, CLIENT_CAPABILITIES_META_KEY: capabilities}
+
+    def _tail_for(self, capabilities: Any) -> bytes:
+        """The end of a request line (``,"_meta":…}}``) declaring ``capabilities``; kept per distinct set."""
+        if capabilities is None or self.envelope.get(CLIENT_CAPABILITIES_META_KEY) == capabilities:
+            return self._envelope_tail
+        key = json.dumps(capabilities, sort_keys=True)
+        tail = self._tails.get(key)
+        if tail is None:
+            if len(self._tails) >= MAX_HOST_TAILS:  # a few hosts, not a stream of new ones: bounded anyway
+                self._tails.clear()
+            tail = self._tails[key] = b',"_meta":' + encode_ascii(self.envelope_for(capabilities)).encode() + b"}}\n"
+        return tail
+
     @property
     def ready(self) -> bool:
         return self._stdin is not None and self._envelope is not None and not self._lost
@@ -88,24 +113,28 @@ class UpstreamSplice:
         raw_name: str,
         arguments: dict[str, Any] | None,
         arguments_text: memoryview | None = None,
+        *,
         meta: dict[str, Any] | None = None,
+        capabilities: Any = None,
     ) -> bool:
         """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
 
         ``arguments_text``: the host's own bytes of ``arguments`` (a large request), copied as they are.
         ``meta``: the request's ``_meta`` when it is more than our envelope (trace context; ``host.splice``).
+        ``capabilities``: the host's client capabilities, declared upstream instead of ours (without ``meta``).
         """
         if self._stdin is None or self._envelope is None or self._lost:
             return False
         if arguments_text is not None:  # large: its own path (_submit_large)
-            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, meta or self._envelope)
+            envelope = meta or self.envelope_for(capabilities)
+            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, envelope)
             return self._submit_large(call, pieces)
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
             line = b"".join((
                 b'{"jsonrpc":"2.0","id":"', call.upstream_id.encode(), b'","method":"tools/call","params":{"name":',
                 to_json(raw_name),
                 b"" if arguments is None else b',"arguments":' + to_json(arguments),
-                self._envelope_tail if meta is None else b',"_meta":' + encode_ascii(meta).encode() + b"}}\n",
+                self._tail_for(capabilities) if meta is None else b',"_meta":' + encode_ascii(meta).encode() + b"}}\n",
             ))  # fmt: skip
         if self.direct.try_write(line):
             call.host.batched(self.direct)
