@@ -38,6 +38,11 @@ each variant's middle process spends per call (the sidecar, the FastMCP proxy; f
 children excluded) around every measured window, and divided by the calls made in those
 windows. Every process is stopped by closing its stdin (bounded), then its process group
 is killed; leftovers carrying the run's marker are killed and reported.
+
+That is the 2026-host x 2026-upstream stdio pair, under the keys its history uses; the
+same run then measures the other era pairs and the HTTP front and upstream, direct vs
+sidecar, under ``p2_<pair>_`` keys (``bench.call_pairs``), and prints one table of all.
+The measuring primitives live in ``bench.call_measure`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -53,6 +58,17 @@ from typing import Any, Final
 
 import trio
 
+from bench.call_measure import (
+    CONCURRENCY,
+    LARGE_TEXT,
+    TOOL,
+    _log_summary,
+    _measure_c1_interleaved,
+    _measure_concurrent,
+    _measure_large,
+    _warm_up,
+)
+from bench.call_pairs import run_pairs, table
 from bench.harness import (
     BENCH_MARK_ENV,
     REPO_ROOT,
@@ -71,6 +87,26 @@ from bench.harness import (
 )
 from tests.sidecar import Host
 
+# Explicit, as the moved measuring primitives are imported from here (bench.call_io, after_p1, ...; tests).
+__all__ = [
+    "CHECKOUT_MARK",
+    "CONCURRENCY",
+    "FASTMCP_VERSION",
+    "FLOOR",
+    "LARGE_TEXT",
+    "RELAY_MODES",
+    "TOOL",
+    "_argv",
+    "_child_pids",
+    "_measure_c1_interleaved",
+    "_measure_concurrent",
+    "_measure_large",
+    "_warm_up",
+    "open_warm_hosts",
+    "run",
+    "tool_of",
+]
+
 FASTMCP_VERSION: Final = "4.2.3"
 """The FastMCP the proxy variant runs (the version the first published figures used)."""
 FASTMCP_VENV: Final = REPO_ROOT / "bench" / ".venvs" / "fastmcp"
@@ -78,19 +114,7 @@ FASTMCP_PYTHON: Final = FASTMCP_VENV / "bin" / "python"
 PROXY_SCRIPT: Final = FASTMCP_VENV / "bench_proxy.py"
 INSTALL_BOUND_SEC: Final = 600.0
 START_BOUND_SEC: Final = 60.0
-CONCURRENCY: Final = 32
-LARGE_TEXT: Final = "x" * 1_000_000
-"""The 1 MB argument (echoed back as the result) of the large-result calls."""
 VARIANTS: Final = ("direct", "sidecar", "fastmcp")
-TOOL: Final = {
-    "direct": "echo",
-    "sidecar": "mcp__fx__echo",
-    "fastmcp": "echo",
-    "relay": "echo",
-    "relay_checked": "echo",
-    "relay_ahead": "echo",
-}
-"""Each variant's name for the fixture's echo tool (the relays of ``bench.relay_floor`` pass names through)."""
 RELAY_MODES: Final = {"relay": [], "relay_checked": ["--check"], "relay_ahead": ["--ahead"]}
 """The variants that are a ``bench.relay_floor`` between the host and the fixture, and its flags."""
 CHECKOUT_MARK: Final = "sidecar@"
@@ -160,14 +184,6 @@ def ensure_fastmcp() -> tuple[str | None, str]:
     return version, note
 
 
-async def _warm_up(host: Host, tool: str) -> None:
-    names = await host.tool_names()
-    if tool not in names:
-        raise RuntimeError(f"{tool!r} is not listed: {names}")
-    for _ in range(20):
-        await host.session.call_tool(tool, {"text": "warm"})
-
-
 async def open_warm_hosts(
     stack: AsyncExitStack, variants: list[str], workdir: Path, *, large_calls: int = 0
 ) -> dict[str, Host]:
@@ -188,53 +204,6 @@ async def open_warm_hosts(
             if large_calls:
                 await _measure_large(hosts[variant], tool_of(variant), large_calls)
     return hosts
-
-
-async def _measure_c1_interleaved(hosts: dict[str, Host], calls: int, text: str = "x") -> dict[str, list[float]]:
-    """``calls`` sequential calls per variant, the variants taking turns call by call (rotating who goes first).
-
-    The added latency at c1 is a difference of two medians of about a millisecond;
-    measured in separate windows seconds apart, it moved with the box's load
-    between the windows (p50s of the same code 0.04 ms and 0.73 ms apart in two
-    runs). Taking turns puts both variants under the same load, call by call.
-    """
-    variants = list(hosts)
-    latencies: dict[str, list[float]] = {v: [] for v in variants}
-    for i in range(calls):
-        for variant in variants[i % len(variants) :] + variants[: i % len(variants)]:
-            t0 = trio.current_time()
-            result = await hosts[variant].session.call_tool(TOOL[variant], {"text": text})
-            latencies[variant].append(trio.current_time() - t0)
-            if result.is_error:
-                raise RuntimeError(f"{TOOL[variant]} failed: {result}")
-    return latencies
-
-
-async def _measure_large(host: Host, tool: str, calls: int) -> float:
-    start = trio.current_time()
-    for _ in range(calls):
-        result = await host.session.call_tool(tool, {"text": LARGE_TEXT})
-        if result.is_error:
-            raise RuntimeError(f"{tool} failed: {result}")
-    return calls / (trio.current_time() - start)
-
-
-async def _measure_concurrent(host: Host, tool: str, calls: int, concurrency: int) -> float:
-    remaining = calls
-
-    async def caller() -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1  # no await between check and decrement: atomic under trio
-            result = await host.session.call_tool(tool, {"text": "x"})
-            if result.is_error:
-                raise RuntimeError(f"{tool} failed: {result}")
-
-    start = trio.current_time()
-    async with trio.open_nursery() as nursery:
-        for _ in range(concurrency):
-            nursery.start_soon(caller)
-    return calls / (trio.current_time() - start)
 
 
 def _child_pids(pid: int) -> list[int]:
@@ -261,15 +230,6 @@ def _argv(variant: str, workdir: Path, log: Path) -> list[str]:
         return sidecar_argv_from(Path(variant.removeprefix(CHECKOUT_MARK)))(config)
     backend = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
     return [str(FASTMCP_PYTHON), str(PROXY_SCRIPT), json.dumps({"mcpServers": {"fx": backend}})]
-
-
-def _log_summary(log: Path) -> dict[str, int]:
-    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    counts: dict[str, int] = {"starts": sum(e["event"] == "start" for e in events)}
-    for e in events:
-        if e["event"] == "request":
-            counts[e["method"]] = counts.get(e["method"], 0) + 1
-    return counts
 
 
 async def run(*, quick: bool) -> dict[str, Any]:
@@ -413,5 +373,8 @@ async def run(*, quick: bool) -> dict[str, Any]:
         f" median of paired differences {result['p2_added_latency_ms_paired_median_c1']} ms"
     )
     print(f"  sidecar CPU per call: {result['p2_sidecar_cpu_us_per_call']} us (target <= 150)")
+    print("p2 per era pair and front (bench.call_pairs): direct vs sidecar", flush=True)
+    result |= await run_pairs(rounds=rounds, c1_calls=c1_calls, c32_calls=c32_calls, large_calls=large_calls)
+    print("\n".join(f"  {row}" for row in table(result)))
     sys.stdout.flush()
     return result

@@ -12,7 +12,9 @@ from typing import Any, cast
 import pytest
 import trio
 
-from bench.call_path import LARGE_TEXT, TOOL, _child_pids, _measure_c1_interleaved
+from bench.call_measure import LARGE_TEXT, TOOL, _measure_c1_interleaved
+from bench.call_pairs import PAIRS, TODAY, measure_pair, table
+from bench.call_path import _child_pids
 from tests.sidecar import Host, scaled
 
 BOUND_SEC = scaled(10.0)
@@ -49,6 +51,42 @@ async def test_paired_1mb_calls_take_turns_call_by_call_rotating_who_goes_first_
     assert {(variant, name) for variant, name, _ in calls} == {("direct", TOOL["direct"]), ("sidecar", TOOL["sidecar"])}
     assert {size for _, _, size in calls} == {1_000_000}
     assert {v: len(t) for v, t in times.items()} == {"direct": 3, "sidecar": 3}
+
+
+def test_p2_measures_every_era_pair_and_both_http_sides_with_direct_speaking_the_upstreams_era() -> None:
+    eras = {(pair.host_mode, pair.upstream_legacy) for pair in (TODAY, *PAIRS) if pair.front == pair.upstream}
+    assert eras == {("auto", False), ("auto", True), ("legacy", False), ("legacy", True)}
+    assert {(pair.front, pair.upstream) for pair in PAIRS} == {("stdio", "stdio"), ("http", "stdio"), ("stdio", "http")}
+    assert len({pair.key for pair in (TODAY, *PAIRS)}) == len(PAIRS) + 1
+    for pair in (TODAY, *PAIRS):
+        assert pair.direct_mode == ("legacy" if pair.upstream_legacy else "auto")
+        assert ("--legacy-only" in pair.fixture_args) == pair.upstream_legacy
+
+
+async def test_a_pair_is_measured_in_turns_at_c1_and_1mb_and_alone_at_c32_and_reported_as_ratios() -> None:
+    calls: list[tuple[str, str, int]] = []
+    hosts = {v: cast(Host, _Host(_Session(v, calls))) for v in ("direct", "sidecar")}
+    with trio.fail_after(BOUND_SEC):
+        figures = await measure_pair(
+            hosts, dict.fromkeys(hosts, os.getpid()), rounds=2, c1_calls=3, c32_calls=40, large_calls=2
+        )
+    assert sum(size == len(LARGE_TEXT) for _, _, size in calls) == 2 * 2 * 2
+    assert len(calls) == 2 * (2 * 3 + 2 * 40 + 2 * 2)
+    assert set(figures["cps_c32"]) == set(figures["cpu_us_per_call"]) == {"direct", "sidecar"}
+    for name in (
+        "c32_ratio",
+        "added_latency_ms_paired_median_c1",
+        "sidecar_cpu_us_per_call",
+        "1mb_ratio_paired_median",
+    ):
+        assert isinstance(figures[name], float), name
+
+
+def test_the_pair_table_has_a_row_per_pair_today_from_its_own_keys_and_a_failed_pair_says_so() -> None:
+    rows = table({"p2_ratio_sidecar_vs_direct_c32": 0.5, "p2_h2026_u2025_error": "RuntimeError: boom"})
+    assert len(rows) == 2 + 1 + len(PAIRS)
+    assert rows[2].startswith(f"| {TODAY.label} (today's keys) | 0.5 |")
+    assert rows[3] == f"| {PAIRS[0].label} | failed | failed | failed | failed |"
 
 
 @pytest.mark.e2e
