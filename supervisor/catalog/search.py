@@ -4,44 +4,61 @@ One ``ToolIndex`` holds one catalog: it is built whole from a list of entries
 and never changed afterwards, so a rebuild is atomic by construction (the view
 swaps its reference to the new index in one synchronous step).
 
-What is indexed, per tool, as term counts in one bag of words (a BM25F-style
-field weighting by repetition): the public name without its ``mcp__<server>__``
-prefix (x3), the title (x2), and once each the server's name, the description,
-and each argument's name and description. Text is split at whitespace, then at
-anything but letters and digits and at camelCase humps; words are lower-cased,
-one-letter words and English function words dropped, and each word cut to a
-light stem (plural, ``-ing``, ``-ed``, silent ``e``), so "listing branches"
-finds ``list_branches``. Queries go through the same ``terms``.
+What is indexed, per tool, as one bag of terms, each as often as it counts (a
+BM25F-style field weighting by repetition): the public name without its
+``mcp__<server>__`` prefix (x3), the title (x2), and once each the server's
+name, the description, and each argument's name and description. Text is split
+at whitespace, then at anything but letters and digits and at camelCase humps;
+words are lower-cased, one-letter words and English function words dropped, and
+each word cut to a light stem (plural, ``-ing``, ``-ed``, silent ``e``), so
+"listing branches" finds ``list_branches``. Queries go through the same ``terms``.
+
+How a first build stays fast without changing a score (``tests/catalog/test_search.py``
+compares every ranking and score with a tool-by-tool definition): each whitespace token
+is split and stemmed once per process (``_TOKEN_TERMS``, a regex only for tokens that are
+not one plain word); a description is looked up through single terms (``_TOKEN_TERM``),
+not tuples to chain; the texts a server's tools repeat (its name, argument names and
+descriptions) are tokenized once per text (``_TEXT_TERMS``); a tool's bag is one list,
+kept on its entry (``Registered.search_terms``); the postings hold a tool's position once
+per occurrence, filled by one plain loop, and a query counts them (``Counter``, in C)
+where the build used to count per tool, and works out the idf of its own terms only.
+That count is what a query pays for it: ~50-70 µs more at p50 than before.
 
 Why a plain implementation and not ``tantivy`` or ``bm25s``: ``bench/search.py``
 (p7) measures all three on the same 5,000 synthetic tools, and their recall on
 90 requests in a user's words over 127 tools of 10 real servers (a box with
-``python loop`` ~50 ms; ``bench/RESULTS.md``, "Search (issue 26)"):
+``python loop`` ~50 ms; ``bench/RESULTS.md``, "Search (issue 26)"; the libraries'
+rows are from the earlier run, before the plain index's first build was reworked):
 
-=======  ===========  =====================  ==========  ==================  ==========
-engine   first build  rebuild, same entries  query p50   import, RSS         recall@1/5
-=======  ===========  =====================  ==========  ==================  ==========
-plain    79-85 ms     17-18 ms               228-233 µs  3 ms, +0.3 MB       0.47/0.70
-tantivy  58-62 ms     51-54 ms               114 µs      2-3 ms, +4.1 MB     0.41/0.67
-bm25s    155-166 ms   151-159 ms             55-66 µs    167-189 ms, +37 MB  0.46/0.73
-=======  ===========  =====================  ==========  ==================  ==========
+=============  ===========  =====================  ==========  ==================  ==========
+engine         first build  rebuild, same entries  query p50   import, RSS         recall@1/5
+=============  ===========  =====================  ==========  ==================  ==========
+plain          46-54 ms     9-11 ms                290-400 µs  3-4 ms, +0.5 MB     0.47/0.70
+plain, before  79-116 ms    17-20 ms               228-239 µs  3 ms, +0.3 MB       0.47/0.70
+tantivy        58-62 ms     51-54 ms               114 µs      2-3 ms, +4.1 MB     0.41/0.67
+bm25s          155-166 ms   151-159 ms             55-66 µs    167-189 ms, +37 MB  0.46/0.73
+=============  ===========  =====================  ==========  ==================  ==========
 
 Neither library wins both the targets (build <= 50 ms, p50 <= 1 ms) and recall:
-tantivy's first build is faster (~24 ms of it is Python gathering the text, as
-here) but still over 50 ms, it rebuilds from scratch every time and ranks worse;
-bm25s costs numpy and scipy. The plain one adds no dependency,
-leaves the sidecar's import time and RSS alone for users who never search, and
-rebuilds from terms kept on the entries: each entry's are made once per
-generation (``Registered.search_terms``), and the registry keeps an unchanged
-server's entries across a relist. It misses the build target only on a first
-build of 5,000 new tools: splitting their ~1.2 MB of text into words alone takes
-~23 ms on this box.
+tantivy rebuilds from scratch every time and ranks worse; bm25s costs numpy and
+scipy. The plain one adds no dependency, leaves the sidecar's import time and RSS
+alone for users who never search, and rebuilds from the bags kept on the entries
+(the registry keeps an unchanged server's entries across a relist). Its first build
+of 5,000 new tools is at the 50 ms target on this box, under it or a few ms over as
+the box's speed drifts; the first query after it takes ~0.8 ms. Where that build
+goes (instructions under callgrind, which do not drift: 410 M, against 762 M
+before): descriptions 28% (``str.split`` 10%, the lookups 17%), the server's name
+and the arguments 20%, the postings loop 19%, the names 11%, the entries'
+properties and keeping the bag 12%, tokens seen for the first time 6%, the rest 4%.
+Most of it is a fixed price per word or per term occurrence (a new string, its hash,
+a dict lookup), paid in C; what is left in Python is per tool and per posting.
 
-Concurrency: plain synchronous code, never interleaved. The one piece of state
-beyond an index is ``_TOKEN_TERMS`` (token → terms, process-wide, bounded: it is
-cleared when full), a cache that only saves work. A build is one step that
-blocks the trio loop: ~80 ms for 5,000 new tools, ~17 ms when their terms are
-kept, run only when a search view's catalog changed and a host searches.
+Concurrency: plain synchronous code, never interleaved. The state beyond an index
+is four process-wide caches (word, token, description token and short text → terms)
+and ``_SEVERAL``, which only save work and are bounded: a full one is cleared (the word
+cache with the token cache, the description tokens' between two descriptions). A build
+is one step that blocks the trio loop, ~50 ms for 5,000 new tools and ~10 ms when
+their bags are kept, run only when a search view's catalog changed and a host searches.
 """
 
 from __future__ import annotations
@@ -151,18 +168,17 @@ class _TokenTerms(dict[str, tuple[str, ...]]):
 
 
 class _TokenTerm(dict[str, str]):
-    """A description token's one term, "" for none or for several (bounded; those go in ``_SEVERAL``).
+    """A description token's one term: "" for none, and for several (those go in ``_SEVERAL`` too).
 
     Most tokens of prose make one term or none, so a description is looked up through this one:
-    its terms come out as strings, not as tuples to chain (a third of the tokenizing, measured).
+    its terms come out as strings, not as tuples to chain (a third fewer instructions, measured).
+    Bounded by ``tool_terms``, between two descriptions, so that ``_SEVERAL`` always holds every
+    token of several terms that the description at hand has.
     """
 
     __slots__ = ()
 
     def __missing__(self, token: str) -> str:
-        if len(self) >= _CACHE_MAX:
-            self.clear()
-            _SEVERAL.clear()
         made = _TOKEN_TERMS[token]
         if len(made) > 1:
             _SEVERAL.add(token)
@@ -182,8 +198,8 @@ class _TextTerms(dict[str, tuple[str, ...]]):
 
     def __missing__(self, text: str) -> tuple[str, ...]:
         if not isinstance(text, str):
-            raise TypeError(f"not text: {text!r}")  # ``_argument_terms`` then goes the slow way
-        if len(self) >= _CACHE_MAX:
+            raise TypeError(f"not text: {text!r}")  # ``tool_terms`` then reads the arguments the slow way
+        if len(self) >= _TEXTS_MAX:
             self.clear()
         made = tuple(chain.from_iterable(map(_TOKEN_TERMS.__getitem__, text.split())))
         self[text] = made
@@ -193,7 +209,9 @@ class _TextTerms(dict[str, tuple[str, ...]]):
 _SEVERAL: Final[set[str]] = set()
 """The tokens ``_TokenTerm`` has seen that make several terms ("list_files", "sign-in", "HTTPServer")."""
 _CACHE_MAX: Final = 50_000
-"""Entries per cache; a full cache is cleared (they only save work)."""
+"""Words or tokens per cache; a full cache is cleared (they only save work)."""
+_TEXTS_MAX: Final = 20_000
+"""Texts ``_TEXT_TERMS`` keeps: an argument's description may be a paragraph (~2 MB at 100 characters each)."""
 _WORD_TERM: Final = _WordTerm()
 _TOKEN_TERMS: Final = _TokenTerms()
 _TOKEN_TERM: Final = _TokenTerm()
@@ -218,6 +236,9 @@ def tool_terms(entry: RegisteredTool) -> Sequence[str]:
     kept = entry.search_terms
     if kept is not None:
         return kept
+    if len(_TOKEN_TERM) >= _CACHE_MAX:
+        _TOKEN_TERM.clear()
+        _SEVERAL.clear()
     tool = entry.shown
     # The public name without its "mcp__<server>__" prefix, split at "_" and "-" before the
     # lookup (a name is unique, its words are not); the server's name counts as text.
@@ -228,20 +249,20 @@ def tool_terms(entry: RegisteredTool) -> Sequence[str]:
         made += list(chain.from_iterable(map(_token_terms, tool.title.split()))) * TITLE_WEIGHT
     if tool.description:
         words = tool.description.split()
-        described = len(made)
+        start = len(made)
         made += filter(None, map(_token_term, words))
-        if _SEVERAL and not _SEVERAL.isdisjoint(words):  # a token of several terms: this text the general way
-            del made[described:]
+        if _SEVERAL and not _SEVERAL.isdisjoint(words):  # a token of several terms ("list_files"): the general way
+            del made[start:]
             made += chain.from_iterable(map(_token_terms, words))
     made += _text_terms(entry.owner)
     properties = tool.input_schema.get("properties")
     if isinstance(properties, dict):
-        arguments = len(made)
+        start = len(made)
         try:
             described = map(dict.get, properties.values(), repeat("description"), repeat(""))
             made += chain.from_iterable(map(_text_terms, chain(properties, described)))
         except TypeError:  # an argument schema that is not an object, or a name or description that is not text
-            del made[arguments:]
+            del made[start:]
             made += chain.from_iterable(map(_text_terms, _argument_texts(properties)))
     entry.keep_search_terms(made)
     return made

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import math
+import random
+import re
+from collections import Counter
 from typing import Any
 
 import mcp_types as types
+import pytest
 
+from supervisor.catalog import search
 from supervisor.catalog.registry import RegisteredTool, Registry
-from supervisor.catalog.search import ToolIndex, describe, terms, tool_terms
+from supervisor.catalog.search import (
+    K1,
+    NAME_WEIGHT,
+    STOP_WORDS,
+    TITLE_WEIGHT,
+    B,
+    ToolIndex,
+    describe,
+    stem,
+    terms,
+    tool_terms,
+)
 
 
 def _tool(name: str, description: str = "", title: str | None = None, **properties: Any) -> types.Tool:
@@ -135,3 +152,187 @@ def test_describe_gives_the_public_name_title_description_and_input_schema() -> 
     ], "no title: no title key"
     assert stat[0]["name"] == "mcp__files__stat"
     assert stat[0]["title"] == "File info"
+
+
+# -- the one-pass build against the per-tool definition ------------------------------------------
+
+
+def _reference_terms(text: str) -> list[str]:
+    """The module docstring's words, the slow way: a regex and a stem per word, no cache."""
+    words = (word.lower() for token in text.split() for word in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", token))
+    return [stem(word) for word in words if len(word) > 1 and word not in STOP_WORDS]
+
+
+def _reference_bag(entry: RegisteredTool) -> Counter[str]:
+    """One tool's weighted term counts as the module docstring defines them, field by field."""
+    tool = entry.shown
+    name = entry.key.removeprefix(f"mcp__{entry.owner}__").replace("_", " ").replace("-", " ")
+    text = [entry.owner, tool.description or ""]
+    properties = tool.input_schema.get("properties")
+    if isinstance(properties, dict):
+        for argument, schema in properties.items():
+            text.append(str(argument))
+            described = schema.get("description") if isinstance(schema, dict) else None
+            if isinstance(described, str):
+                text.append(described)
+    found = _reference_terms(name) * NAME_WEIGHT + _reference_terms(tool.title or "") * TITLE_WEIGHT
+    return Counter(found + _reference_terms(" ".join(text)))
+
+
+def _reference_search(entries: list[RegisteredTool], query: str, limit: int) -> list[tuple[str, float]]:
+    """BM25 over ``_reference_bag``s, scored tool by tool and term by term, in the index's order of terms."""
+    ordered = sorted(entries, key=lambda entry: entry.key)
+    bags = [_reference_bag(entry) for entry in ordered]
+    lengths = [sum(bag.values()) for bag in bags]
+    average = sum(lengths) / len(lengths)
+    scores: dict[int, float] = {}
+    for term in set(terms(query)):
+        holding = [index for index, bag in enumerate(bags) if term in bag]
+        idf = (K1 + 1) * math.log(1 + (len(bags) - len(holding) + 0.5) / (len(holding) + 0.5))
+        for index in holding:
+            weight = bags[index][term]
+            norm = K1 * (1 - B + B * lengths[index] / average)
+            scores[index] = scores.get(index, 0.0) + idf * weight / (weight + norm)
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return [(ordered[index].key, score) for index, score in best]
+
+
+_SHARED_ARGUMENTS: dict[str, Any] = {
+    "owner": {"type": "string", "description": "The repository owner (a user or an organization)."},
+    "repo": {"type": "string", "description": "The repository's name."},
+    "page": {"type": "integer", "description": "Page number, from 1."},
+    "perPage": {"type": "integer"},
+}
+
+
+def _varied_catalog() -> Registry:
+    """Names in every style, titles, punctuation, tokens of several words in prose, odd schemas, shared arguments."""
+    rng = random.Random(26)
+    verbs = ["list", "get", "create", "delete", "search", "archive", "sync", "export"]
+    nouns = ["issues", "pull request", "files", "branches", "HTTP server", "résumé", "directories", "tag"]
+    styles = ["_".join, lambda words: words[0] + "".join(word.capitalize() for word in words[1:]), "-".join]
+    phrases = [
+        "Lists the open issues, newest first.",
+        "Use list_files first; then call read_file.",
+        "Sign-in with OAuth2 (e.g. GitHub) before it.",
+        "Returns at most 100 items per page; see ISO 8601 for dates.",
+        "A naïve café-style résumé uploader — don't use it.",
+        "file file FILE Files: the same word, four times",
+        "Fetches a URL like https://example.com/a_b?c=d and the HTTPServer's reply.",
+        "",
+    ]
+    servers: dict[str, list[types.Tool]] = {}
+    for number, server in enumerate(["git-hub", "fs", "crm_v2"]):
+        tools = []
+        for count in range(30):
+            words = [rng.choice(verbs), *rng.choice(nouns).split()]
+            name = f"{styles[(number + count) % 3](words)}_{count}"
+            arguments = dict(rng.sample(sorted(_SHARED_ARGUMENTS.items()), rng.randint(0, 4)))
+            if count % 7 == 0:
+                arguments["path"] = {"type": "string", "description": f"Where the {words[-1]} is, e.g. ./src."}
+            title = " ".join(word.capitalize() for word in words) if count % 4 == 0 else None
+            description = " ".join(rng.sample(phrases, rng.randint(0, 3)))
+            tools.append(_tool(name, description, title, **arguments))
+        servers[server] = tools
+    odd: dict[str, Any] = {"flag": True, "3": {"description": ["not", "text"]}, "when": {"description": None}}
+    servers["odd"] = [_tool("oddSchema", "Arguments of every shape", **odd), _tool("plain", "Nothing odd here")]
+    return _registry(**servers)
+
+
+_QUERIES = [
+    "list the open issues",
+    "can you create a pull request please",
+    "listOpenIssues",
+    "sign in with oauth",
+    "HTTP server reply",
+    "résumé café",
+    "files",
+    "the repository owner",
+    "page number",
+    "iso 8601 dates",
+    "archive branches and tags",
+    "fetch https example com",
+    "read_file list_files",
+    "e.g.",
+    "odd arguments shape",
+    "text",
+    "three",
+    "zebra",
+    "the and of",
+    "",
+]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10, 200])
+def test_the_one_pass_index_ranks_and_scores_as_the_tool_by_tool_definition(limit: int) -> None:
+    entries = _varied_catalog().tool_entries()
+    index = ToolIndex(entries)
+    for query in _QUERIES:
+        found = [(match.entry.key, match.score) for match in index.search(query, limit)]
+        expected = _reference_search(entries, query, limit)
+        assert [key for key, _ in found] == [key for key, _ in expected], query
+        assert [score for _, score in found] == pytest.approx([score for _, score in expected], rel=1e-12), query
+
+
+def test_each_tool_keeps_its_terms_as_often_as_they_count() -> None:
+    for entry in _varied_catalog().tool_entries():
+        assert Counter(tool_terms(entry)) == _reference_bag(entry), entry.key
+
+
+def test_a_token_makes_the_words_the_pattern_finds_whichever_way_it_is_split() -> None:
+    text = (
+        "files Files FILES files. (files) 'Files', listFiles HTTPServer getHTTPResponse v2 ISO8601 8601 "
+        "caller's e.g. naïve café résumé a A I x_y list_files sign-in https://example.com/a_b?c=d "
+        "the The THE don't ÉCOLE Straße \u2460\u2461 \uff14\uff12 \u2026files"  # circled, full-width digits
+    )
+    tokens = text.split()
+    for token in tokens:
+        assert terms(token) == _reference_terms(token), token
+    assert terms(text) == _reference_terms(text)
+
+
+def test_a_description_word_of_several_terms_is_indexed_as_those_terms() -> None:
+    terms("list_files")  # the caches already know the token, as an earlier query would have left them
+    registry = _registry(fs=[_tool("reader", "Call list_files first"), _tool("other", "Lists nothing")])
+    index = ToolIndex(registry.tool_entries())
+    assert _keys(index, "files") == ["mcp__fs__reader"]
+    reader = index.search("files", 1)[0].entry
+    assert Counter(tool_terms(reader)) == Counter(["reader"] * NAME_WEIGHT + ["call", "list", "fil", "first", "fs"])
+
+
+def test_arguments_of_every_shape_are_read_as_the_definition_says() -> None:
+    odd: dict[str, Any] = {
+        "flag": True,
+        "42": {"description": ["not", "text"]},
+        "mode": {"description": None},
+        "tone": {"description": "Reasons."},
+    }
+    entry = _registry(odd=[_tool("shape", **odd)]).tool_entries()[0]
+    expected = Counter(["shap"] * NAME_WEIGHT + ["odd", "flag", "42", "mod", "ton", "reason"])
+    assert Counter(tool_terms(entry)) == expected == _reference_bag(entry)
+
+
+def test_a_full_cache_is_cleared_and_the_terms_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    caches = (search._WORD_TERM, search._TOKEN_TERMS, search._TOKEN_TERM, search._TEXT_TERMS, search._SEVERAL)
+    for cache in caches:
+        cache.clear()  # they only save work: this test must see them fill, not find what earlier tests left
+    monkeypatch.setattr(search, "_CACHE_MAX", 5)
+    monkeypatch.setattr(search, "_TEXTS_MAX", 5)
+    entries = _varied_catalog().tool_entries()
+    index = ToolIndex(entries)
+    for entry in entries:
+        assert Counter(tool_terms(entry)) == _reference_bag(entry), entry.key
+    for query in _QUERIES:
+        expected = _reference_search(entries, query, 10)
+        assert [match.entry.key for match in index.search(query, 10)] == [key for key, _ in expected], query
+    assert len(search._TOKEN_TERMS) <= 5
+    assert len(search._TEXT_TERMS) <= 5
+    assert len(search._TOKEN_TERM) <= 5 + 40, "bounded between two descriptions (of at most 40 tokens here)"
+
+
+def test_searching_adds_nothing_to_the_index() -> None:
+    index = ToolIndex(_registry(files=FILES, git=GIT).tool_entries())
+    before = {term: list(held) for term, held in index._postings.items()}
+    for query in ("zebra quantum", "read the file", "commit logs", "file file file"):
+        index.search(query, 5)
+    assert index._postings == before
