@@ -33,6 +33,8 @@ def describe_settings(settings: Settings) -> str:
         f"token {_describe_admin_token(sup)})",
         f"  catalog_store = {sup.catalog_store.backend} (url {sup.catalog_store.masked_url}, "
         f"key_prefix {sup.catalog_store.key_prefix}, operation_timeout_ms {sup.catalog_store.operation_timeout_ms})",
+        f"  telemetry = {'enabled' if sup.telemetry.enabled else 'disabled'} "
+        f"(capture_content {str(sup.telemetry.capture_content).lower()}; exporter: the OTEL_* variables)",
     ]
     if not settings.mcp_servers:
         lines.append("(no servers configured)")
@@ -56,6 +58,7 @@ def describe_settings(settings: Settings) -> str:
             f"  protocol = {server.protocol}",
             f"  namespace = {str(server.namespace).lower()}",
             f"  max_tools = {server.max_tools}",
+            f"  pin = {server.pin}, pin_new_tools = {server.pin_new_tools}",
             f"  startup_timeout_sec = {server.startup_timeout_sec:g}",
             f"  tool_timeout_sec = {server.tool_timeout_sec:g}",
             f"  list_changed_debounce_ms = {server.list_changed_debounce_ms}",
@@ -89,6 +92,7 @@ def _describe_oauth(server: ServerSettings) -> str:
         f"  oauth = grant {oauth.grant}, scopes {' '.join(oauth.scopes) or '(server default)'}, "
         f"client_id {oauth.client_id or '(dynamic registration)'}, "
         f"client_secret_env_var {oauth.client_secret_env_var or '(none)'}, "
+        f"token_endpoint_auth_method {oauth.token_endpoint_auth_method}, "
         f"redirect_port {oauth.redirect_port or '(any)'}, issuer {oauth.issuer or '(discovered)'}, "
         f"token file {token_file(oauth, server.name)}"
     )

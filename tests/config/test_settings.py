@@ -685,6 +685,8 @@ def test_check_shows_the_round_2_keys(tmp_path: Path) -> None:
     described = describe_settings(load_text(tmp_path, text))
     assert "token (unset), max_request_body_bytes 1048576, allow_unauthenticated_loopback true)" in described
     assert "\n  protocol = legacy\n  namespace = false\n  max_tools = 7\n" in described
+    assert "\n  pin = warn, pin_new_tools = allow\n" in described  # issue 27's keys, with their defaults
+    assert "\n  telemetry = disabled (capture_content false;" in described  # issue 28's
 
 
 # --- secrets in URL query strings and header injection ------------------------
