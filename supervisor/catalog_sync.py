@@ -58,7 +58,7 @@ from supervisor.errors import UpstreamError, UpstreamProtocolError
 from supervisor.ops.status import ServerStatus
 from supervisor.pins.guard import PinGuard, PinsUnavailable
 from supervisor.seams import ActorEvents, UpstreamSession
-from supervisor.telemetry.spans import note_listing, sync_span
+from supervisor.telemetry.work import note_listing, sync_span
 
 logger = logging.getLogger(__name__)
 

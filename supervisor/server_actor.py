@@ -62,7 +62,7 @@ from supervisor.ops.status import ServerStatus
 from supervisor.pins.guard import PinGuard
 from supervisor.seams import ActorEvents, Connector, UpstreamSession
 from supervisor.standing_state import StandingState
-from supervisor.telemetry.spans import Reconnect, start_reconnect
+from supervisor.telemetry.work import Reconnects
 from supervisor.upstream.backoff import Backoff
 from supervisor.upstream.session import Upstream
 
@@ -117,8 +117,7 @@ class ServerActor:
         self._on_status = on_status
         self.status = ServerStatus(settings.name, max_attempts=settings.reconnect.max_attempts)
         self._upstream: UpstreamSession | None = None
-        self._reconnect: Reconnect | None = None
-        """The span of the reconnect under way, while telemetry is on (``telemetry.spans.start_reconnect``)."""
+        self._reconnects = Reconnects()
         self._first_attempt_done = trio.Event()
         self._standing = StandingState(
             settings.name,
@@ -154,7 +153,7 @@ class ServerActor:
             try:
                 await self._serve_generations()
             finally:
-                self._end_reconnect(None, "the server was stopped")
+                self._reconnects.end(None, "the server was stopped")
 
     def request_sync(self, mode: CacheMode, reason: SyncReason, kinds: frozenset[Kind] = EVERY_KIND) -> None:
         """Enqueue a sync without waiting (safe from any task, including upstream callbacks)."""
@@ -302,7 +301,7 @@ class ServerActor:
         while True:
             self.status.generation += 1
             end = await self._run_generation(first=not self._ever_ready)
-            self._end_reconnect(None, end.error)  # a reconnect that became ready has ended already
+            self._reconnects.end(None, end.error)  # a reconnect that became ready has ended already
             if end.needs_login is not None:
                 await self._wait_for_login(end.needs_login)
                 failures = 0
@@ -325,7 +324,7 @@ class ServerActor:
                 await self._give_up(end.error)
                 return
             delay = self._backoff.delay_sec(failures)
-            self._reconnect = start_reconnect(self.name, self.status.generation + 1, failures, delay)
+            self._reconnects.start(self.name, self.status.generation + 1, failures, delay)
             await trio.sleep(delay)
 
     async def _run_generation(self, *, first: bool) -> _GenerationEnd:
@@ -373,7 +372,7 @@ class ServerActor:
                             identity=str(upstream.identity),
                         )
                         self._first_attempt_done.set()
-                        self._end_reconnect(upstream.protocol_version, None)
+                        self._reconnects.end(upstream.protocol_version, None)
                         self._standing.generation_ready()
                         logger.info(
                             "server=%s generation=%d ready: %d tools (%s, %s)",
@@ -435,16 +434,6 @@ class ServerActor:
                 assert_never(message)
         async with reply_recv:
             return await reply_recv.receive()
-
-    def _end_reconnect(self, protocol_version: str | None, error: str | None) -> None:
-        """End the reconnect span, if one is open: the generation is ready (no ``error``), or it failed."""
-        reconnect, self._reconnect = self._reconnect, None
-        if reconnect is None:
-            return
-        if error is None:
-            reconnect.ready(protocol_version)
-        else:
-            reconnect.failed(error)
 
     def _post(self, message: Message) -> None:
         self._catalog_sync.post(message)

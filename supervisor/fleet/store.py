@@ -14,7 +14,7 @@ the breaker (state ``up``) on the first answer. Each state change is logged
 once (one warning down, one info up) and reported to ``on_state``; a failing
 operation never logs by itself.
 
-With telemetry on, each call is a CLIENT span (``telemetry.spans.store_span``)
+With telemetry on, each call is a CLIENT span (``telemetry.work.store_span``)
 naming the operation only: never the URL, a key or a value.
 
 Concurrency: ``run`` owns the client's pool (its ``async with``) and the
@@ -42,7 +42,7 @@ from supervisor.config.models import CatalogStoreSettings
 from supervisor.errors import CatalogStoreUnavailable
 from supervisor.fleet import scripts
 from supervisor.fleet.types import Capture, FleetRead, StoreState, new_origin
-from supervisor.telemetry.spans import store_span
+from supervisor.telemetry.work import store_span
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class FleetStore:
     async def _call(self, operation: Callable[[], Awaitable[T]], name: str = "call") -> T:
         """Run one bounded operation; any failure opens the breaker and raises ``CatalogStoreUnavailable``.
 
-        ``name``: the operation's name on its span (``telemetry.spans.store_span``), never its keys or values.
+        ``name``: the operation's name on its span (``telemetry.work.store_span``), never its keys or values.
         """
         with store_span(name):
             if self.state != "up":

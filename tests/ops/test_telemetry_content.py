@@ -27,7 +27,8 @@ from supervisor.root import Supervisor
 from supervisor.serve import secret_values
 from supervisor.telemetry import conventions as C
 from supervisor.telemetry.sdk import MASK, redacted
-from supervisor.telemetry.spans import TELEMETRY, note_listing, store_span, sync_span
+from supervisor.telemetry.spans import TELEMETRY
+from supervisor.telemetry.work import note_listing, store_span, sync_span
 from tests.fakes import FakeServer, tool
 from tests.ops.otel_support import (
     CANARY,
