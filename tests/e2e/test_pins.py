@@ -86,14 +86,9 @@ async def test_I17_under_block_a_changed_and_a_new_tool_are_withheld_until_pins_
 
             # A new tool on the pinned server is withheld too (pin_new_tools = "block").
             assert text_of(await host.call("mcp__fx__add_tool", {"name": "fresh"})) == "added"
-            status: dict[str, Any] = {}
-
-            async def fresh_withheld() -> bool:
-                nonlocal status
-                status = (await _admin(admin, sidecar.token, "/status")).json()["servers"][0]
-                return "tool:fresh" in status["pins"].get("withheld", [])
-
-            await _poll(fresh_withheld, what="the new tool to be withheld")
+            # The sidecar's warning is the event; /status is read after it.
+            await sidecar.log.wait_line(r"new tool 'fresh' withheld until approved", bound_sec=NOTICE_BOUND_SEC)
+            status = (await _admin(admin, sidecar.token, "/status")).json()["servers"][0]
             assert status["pins"] == {
                 "changed": ["tool:echo"],
                 "new": ["tool:fresh"],
@@ -127,16 +122,6 @@ async def test_I17_under_block_a_changed_and_a_new_tool_are_withheld_until_pins_
             assert status["pins"] == {}
             # One warning per change, never one per sync.
             assert _count(sidecar.log.lines, "'echo' changed since it was pinned; withheld until approved") == 1
-
-
-async def _poll(check: Any, *, what: str) -> None:
-    """Poll an answer of another process (``/status``) until ``check()`` holds; bounded."""
-    with trio.move_on_after(NOTICE_BOUND_SEC):
-        # Polling: /status has no change event.
-        while not await check():  # noqa: ASYNC110
-            await trio.sleep(0.05)
-        return
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.parametrize("mode", ["legacy"])

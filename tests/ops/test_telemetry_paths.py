@@ -42,7 +42,7 @@ from tests.ops.otel_support import (
     serve_sidecar,
     serve_traced_upstream,
 )
-from tests.sidecar import http_supervisor_table, open_http_host, write_settings
+from tests.sidecar import http_supervisor_table, open_http_host, wait_until, write_settings
 
 BOUND_SEC: Final = 20
 ECHO: Final = "mcp__up__echo"
@@ -183,7 +183,7 @@ async def test_I18_error_type_is_set_for_a_tool_error_a_json_rpc_error_a_timeout
             while actor.status.state == "ready":  # the first calls find it gone ...
                 assert (await host.call_tool(ECHO, {"text": "x"})).is_error
             assert (await host.call_tool(ECHO, {"text": "x"})).is_error  # ... then one fails fast: reconnecting
-            await wait_exported(recorded, "mcp_supervisor.reconnect")
+            await wait_until(lambda: bool(recorded.named("mcp_supervisor.reconnect")), what="the reconnect span")
     # The last span of each name (the echo calls: the one that failed fast).
     client = {
         s.name: s.attributes or {} for s in recorded.spans() if s.kind is SpanKind.CLIENT and "mcp__" not in s.name
@@ -202,8 +202,3 @@ async def test_I18_error_type_is_set_for_a_tool_error_a_json_rpc_error_a_timeout
     (reconnect, *_) = recorded.named("mcp_supervisor.reconnect")
     attributes = reconnect.attributes or {}
     assert (attributes[C.SERVER], attributes[C.GENERATION], attributes[C.ERROR_TYPE]) == ("up", 2, "reconnect_failed")
-
-
-async def wait_exported(recorded: Recorded, name: str) -> None:
-    while not recorded.named(name):  # noqa: ASYNC110
-        await trio.sleep(0.01)
