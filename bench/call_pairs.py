@@ -101,6 +101,7 @@ PAIRS: Final = (
     Pair("httpup", "stdio front x HTTP upstream", "auto", upstream_legacy=False, upstream="http"),
 )
 """The pairs measured here, in order."""
+PAIRS_ENV: Final = "BENCH_P2_PAIRS"
 
 
 async def open_pair(stack: AsyncExitStack, pair: Pair, workdir: Path) -> tuple[dict[str, Host], dict[str, int]]:
@@ -230,9 +231,15 @@ def table(result: dict[str, Any]) -> list[str]:
 
 
 async def run_pairs(*, rounds: int, c1_calls: int, c32_calls: int, large_calls: int) -> dict[str, Any]:
-    """Measure every pair of ``PAIRS`` in turn; its figures under ``p2_<pair>_`` keys."""
+    """Measure every pair of ``PAIRS`` in turn; its figures under ``p2_<pair>_`` keys.
+
+    ``BENCH_P2_PAIRS`` (comma-separated keys, e.g. ``h2025_u2025,httpfront``) measures only those.
+    """
     result: dict[str, Any] = {}
+    wanted = {key for key in os.environ.get(PAIRS_ENV, "").split(",") if key}
     for pair in PAIRS:
+        if wanted and pair.key not in wanted:
+            continue
         figures = await _run_pair(pair, rounds=rounds, c1_calls=c1_calls, c32_calls=c32_calls, large_calls=large_calls)
         key = f"p2_{pair.key}_"
         seen = f"eras {figures.get(key + 'eras')}   upstream saw {figures[key + 'upstream_saw']}"

@@ -65,7 +65,7 @@ class _Upstream:
 
 class _Actor:
     def __init__(self, upstream: _Upstream) -> None:
-        self.wire_upstream = upstream
+        self.ready_upstream = upstream
 
     def heal_unknown_tool(self, raw_name: str, exc: Exception) -> None: ...
 

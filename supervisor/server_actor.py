@@ -222,10 +222,10 @@ class ServerActor:
         return await self._call(raw_name, lambda upstream: upstream.call_tool(raw_name, arguments, call))
 
     @property
-    def wire_upstream(self) -> Upstream | None:
-        """The current generation if it can take ``call_tool_wire`` (ready, 2026-era, not stopping), else None."""
+    def ready_upstream(self) -> Upstream | None:
+        """The current generation if it is ready and the actor not stopping (either era), else None."""
         up = self._upstream
-        ok = isinstance(up, Upstream) and up.modern and self.status.state == "ready" and self.stopping_reason is None
+        ok = isinstance(up, Upstream) and self.status.state == "ready" and self.stopping_reason is None
         return cast(Upstream, up) if ok else None
 
     async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:

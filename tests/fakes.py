@@ -23,7 +23,7 @@ import mcp_types as types
 import trio
 from mcp.client.caching import CacheMode
 
-from supervisor.calls.attribution import HostCall
+from supervisor.calls.attribution import CallTracker, HostCall
 from supervisor.catalog.registry import Definition, Kind
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamUnavailable
@@ -245,6 +245,11 @@ class SpliceFront:
         self.outcomes: list[str] = []
         self.server: Any = None
         """Set to something with a ``server_info_stamp`` when a test's splice restamps results."""
+        self.calls = CallTracker()
+        self.handshake_connection: Any = None
+
+    def connection_log_level(self, connection: Any) -> None:
+        return None
 
     def note_call_failure(self, tool: Any, kind: str, text: str) -> None: ...
 

@@ -192,11 +192,25 @@ class CallNotices:
                     logger.debug("server=%s: notice for the host dropped: %r", self._call.server, exc)
 
 
+class Adoptable(Protocol):
+    """A call in flight that no task serves (a spliced one, ``calls.splice.SplicedCall``)."""
+
+    def adopt(self) -> HostCall | None:
+        """This call as a ``HostCall``, built the first time an upstream request needs its host; None: gone."""
+        ...
+
+
 class CallTracker:
-    """Which host calls are in flight on which server."""
+    """Which host calls are in flight on which server: served by a task, or spliced (``host.splice``).
+
+    Spliced calls are counted only towards servers that can send server→client
+    requests (handshake-era ones): "exactly one call in flight" must count them,
+    or a request would be guessed onto the one call that a task serves.
+    """
 
     def __init__(self) -> None:
         self._in_flight: dict[str, set[HostCall]] = {}
+        self._spliced: dict[str, set[Adoptable]] = {}
 
     @contextmanager
     def serving(self, call: HostCall) -> Iterator[None]:
@@ -212,18 +226,37 @@ class CallTracker:
                 self._in_flight.pop(call.server, None)
             current_call.reset(token)
 
-    def attribute(self, server: str) -> HostCall | None:
-        """The one host call that upstream traffic of ``server`` belongs to, or None if that is not certain."""
+    def spliced(self, server: str, call: Adoptable) -> None:
+        """``call`` (spliced, served by no task) is in flight on ``server`` until ``unspliced``."""
+        self._spliced.setdefault(server, set()).add(call)
+
+    def unspliced(self, server: str, call: Adoptable) -> None:
+        calls = self._spliced.get(server)
+        if calls is not None:
+            calls.discard(call)
+            if not calls:
+                del self._spliced[server]
+
+    def attribute(self, server: str, *, adopt: bool = False) -> HostCall | None:
+        """The one host call that upstream traffic of ``server`` belongs to, or None if that is not certain.
+
+        ``adopt``: a spliced call may be that one call, built as a ``HostCall``
+        now (a server→client request needs its host); otherwise (a notice) a
+        spliced call takes none: it asked for no progress and no request-scoped logs.
+        """
         call = current_call.get()
         if call is not None and call.server == server:
             return call
         calls = self._in_flight.get(server, ())
-        if len(calls) == 1:
+        spliced = self._spliced.get(server, ())
+        if len(calls) + len(spliced) != 1:
+            return None
+        if calls:
             return next(iter(calls))
-        return None
+        return next(iter(spliced)).adopt() if adopt else None
 
     def in_flight(self, server: str) -> int:
-        return len(self._in_flight.get(server, ()))
+        return len(self._in_flight.get(server, ())) + len(self._spliced.get(server, ()))
 
 
 class HostSide(Protocol):

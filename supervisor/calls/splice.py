@@ -18,6 +18,7 @@ from typing import Any, Final, Protocol
 
 from mcp import MCPError
 
+from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.telemetry.spans import SplicedTrace
@@ -72,6 +73,8 @@ class SpliceHost(Protocol):
 
     async def fail(self, call: SplicedCall, outcome: CallOutcome, kind: str, text: str) -> None: ...
 
+    def adopt(self, call: SplicedCall) -> HostCall | None: ...
+
 
 class SpliceOwner(Protocol):
     """What the upstream half needs of the actor that owns the called tool (``ServerActor``)."""
@@ -101,3 +104,13 @@ class SplicedCall:
     """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
     trace: SplicedTrace | None = None
     """Its SERVER and CLIENT spans, while telemetry is on (``telemetry.spans``); None otherwise."""
+    counted: bool = False
+    """Whether it is counted in flight on its server (``CallTracker.spliced``: a handshake-era upstream's)."""
+    adopted: HostCall | None = None
+    """The call as a ``HostCall``, once a handshake-era upstream's request to the host needed one (``adopt``)."""
+
+    def adopt(self) -> HostCall | None:
+        """``calls.attribution.Adoptable``: built by the host half the first time, then the same one."""
+        if self.adopted is None:
+            self.adopted = self.host.adopt(self)
+        return self.adopted

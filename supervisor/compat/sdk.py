@@ -22,6 +22,11 @@ of an SDK object.
   request dict through the session's own stamp (the 2026 ``_meta`` envelope and
   headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
   is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``).
+* ``request_context_on``: a ``ServerSession`` and ``ServerRequestContext`` are
+  built by the SDK's kernel per inbound request; a ``tools/call`` the wire
+  splice took off a handshake-era host's wire has neither, so one is built on
+  the host's connection (its standalone channel is the stdio wire) the first
+  time an upstream's server→client request needs that call's host.
 * ``stamp_capabilities_of``: the stamp writes the client's own capabilities into
   every 2026 request; it is wrapped so a request made for a host declares the
   host's (issue 30).
@@ -36,17 +41,17 @@ Concurrency: plain functions and aliases; nothing here awaits.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
 from mcp.client._transport import TransportStreams
 from mcp.client.session import ClientSession
 from mcp.server import Server
 from mcp.server.connection import Connection
-from mcp.server.context import ServerMiddleware
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types import CLIENT_CAPABILITIES_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestId
 
 __all__ = [
     "DEFAULT_INPUT_REQUIRED_MAX_ROUNDS",
@@ -54,6 +59,7 @@ __all__ = [
     "add_server_middleware",
     "connection_of",
     "create_mcp_http_client",
+    "request_context_on",
     "request_envelope",
     "run_input_required_driver",
     "send_raw_request",
@@ -65,6 +71,25 @@ def connection_of(session: ServerSession) -> Connection:
     """The connection a per-request ``ServerSession`` belongs to."""
     connection: Connection = session._connection
     return connection
+
+
+def request_context_on(
+    connection: Connection, method: str, request_id: RequestId, params: dict[str, Any] | None
+) -> ServerRequestContext[Any]:
+    """The context of a request ``connection``'s host sent that no SDK handler serves (the wire splice's).
+
+    Its session sends on the connection's own channel, which over stdio is the
+    host's wire: what the SDK's per-request session would send on.
+    """
+    session = ServerSession(cast(Any, connection.outbound), connection)
+    return ServerRequestContext(
+        session=session,
+        lifespan_context=None,
+        protocol_version=connection.protocol_version,
+        method=method,
+        params=params,
+        request_id=request_id,
+    )
 
 
 def add_server_middleware(server: Server[Any], middleware: ServerMiddleware[Any]) -> None:

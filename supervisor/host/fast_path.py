@@ -110,4 +110,4 @@ class FastToolCalls:
 
     @staticmethod
     def _carries(tool: RegisteredTool, actor: ServerActor) -> bool:
-        return tool.source.output_schema is None and actor.wire_upstream is not None
+        return tool.source.output_schema is None and actor.ready_upstream is not None

@@ -55,6 +55,7 @@ import mcp_types as types
 import trio
 from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.subscriptions import (
     ListenHandler,
@@ -63,7 +64,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor._version import __version__
-from supervisor.calls.attribution import HostCall
+from supervisor.calls.attribution import CallTracker, HostCall
 from supervisor.calls.results import CallOutcome
 from supervisor.catalog.naming import PREFIX
 from supervisor.catalog.registry import RegisteredPrompt, RegisteredTool
@@ -133,6 +134,8 @@ class Front:
         self._idle = trio.Event()
         self._idle.set()
         self._shutting_down = False
+        self.handshake_connection: Connection | None = None
+        """The latest handshake-era host connection this Front serves (the stdio front's only host)."""
         relay.on_log_level(supervisor.set_log_level)
         relay.subscriptions.on_change(supervisor.set_subscriptions)
         self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
@@ -267,6 +270,15 @@ class Front:
         return self._supervisor.route(public_name, self.view)
 
     @property
+    def calls(self) -> CallTracker:
+        """Which host calls are in flight where (the wire splice counts its calls to handshake-era servers here)."""
+        return self._relay.calls
+
+    def connection_log_level(self, connection: Connection) -> types.LoggingLevel | None:
+        """The level a handshake-era host set with ``logging/setLevel`` (None: it never did)."""
+        return self._relay.legacy.level_of(connection)
+
+    @property
     def search(self) -> CatalogSearch | None:
         """The view's own ``search_tools`` and ``call_tool`` (a search view only)."""
         return self._search
@@ -399,7 +411,8 @@ class Front:
                 self._settle(request_id)
         if ctx.method == "notifications/initialized" and ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
             # The SDK builds a new ServerSession per request; the connection lives as long as the host's session.
-            self._relay.legacy.capture(connection_of(ctx.session), self.view)
+            self.handshake_connection = connection_of(ctx.session)
+            self._relay.legacy.capture(self.handshake_connection, self.view)
         return result
 
     def _settle(self, request_id: types.RequestId) -> None:

@@ -158,7 +158,7 @@ class Relay:
     # -- server→client requests -------------------------------------------------------
 
     async def ask_host(self, server: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
-        call = self.calls.attribute(server)
+        call = self.calls.attribute(server, adopt=True)
         if call is None:
             in_flight = self.calls.in_flight(server)
             return types.ErrorData(

@@ -66,7 +66,9 @@ import trio
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from supervisor.calls.attribution import HostCall
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
+from supervisor.compat.sdk import request_context_on
 from supervisor.host.fast_path import PLAIN_PARAMS, restamp
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.telemetry.spans import TELEMETRY, start_spliced_call, trace_carrier
@@ -84,7 +86,8 @@ logger = logging.getLogger(__name__)
 
 _ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """The 2026 per-request envelope: ours replaces the host's, as on the general path."""
-_SPLICE_META_KEYS: Final = _ENVELOPE_KEYS | frozenset(TRACE_KEYS)
+_TRACE_META_KEYS: Final = frozenset(TRACE_KEYS)
+_SPLICE_META_KEYS: Final = _ENVELOPE_KEYS | _TRACE_META_KEYS
 """What a spliced call's ``_meta`` may hold: the envelope and trace context (SEP-414). Any other key: general path."""
 _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 """How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
@@ -102,26 +105,36 @@ class Tracker(Protocol):
     def settle(self, request_id: str | int) -> None: ...
 
 
-def plain_call(params: Any) -> tuple[str, dict[str, Any] | None] | None:
-    """``(name, arguments)`` of a 2026-era ``tools/call`` the splice can carry, judged from its raw params."""
-    judged = _judge(params)
+def plain_call(params: Any, *, handshake: bool = False) -> tuple[str, dict[str, Any] | None] | None:
+    """``(name, arguments)`` of a ``tools/call`` the splice can carry, judged from its raw params.
+
+    ``handshake``: the host speaks a handshake era (its requests carry no envelope).
+    """
+    judged = _judge(params, handshake=handshake)
     return None if judged is None else judged[:2]
 
 
-def _judge(params: Any) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None] | None:
-    """``plain_call``, plus the host's trace-context keys of ``_meta`` (None: only the envelope, the usual case)."""
+def _judge(params: Any, *, handshake: bool = False) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None] | None:
+    """``plain_call``, plus the host's trace-context keys of ``_meta`` (None: it has none, the usual case)."""
     if not isinstance(params, dict) or not PLAIN_PARAMS.issuperset(params):
         return None
     meta = params.get("_meta")
-    if not isinstance(meta, dict):
-        return None
     carrier = None
-    if not _ENVELOPE_KEYS.issuperset(meta):
-        if not _SPLICE_META_KEYS.issuperset(meta):
+    if handshake:
+        # No envelope in this era: ``_meta`` is absent, or trace context alone.
+        if meta is not None:
+            if not isinstance(meta, dict) or not _TRACE_META_KEYS.issuperset(meta):
+                return None
+            carrier = trace_carrier(meta)
+    else:
+        if not isinstance(meta, dict):
             return None
-        carrier = trace_carrier(meta)
-    if meta.get(PROTOCOL_VERSION_META_KEY) not in MODERN_PROTOCOL_VERSIONS:
-        return None
+        if not _ENVELOPE_KEYS.issuperset(meta):
+            if not _SPLICE_META_KEYS.issuperset(meta):
+                return None
+            carrier = trace_carrier(meta)
+        if meta.get(PROTOCOL_VERSION_META_KEY) not in MODERN_PROTOCOL_VERSIONS:
+            return None
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
         return None
@@ -245,14 +258,16 @@ class HostSplice:
         host_id = message.get("id")
         if isinstance(host_id, bool) or not isinstance(host_id, str | int) or host_id in self._by_host_id:
             return False
-        plain = _judge(message.get("params"))
+        handshake = self.handshake_version is not None
+        plain = _judge(message.get("params"), handshake=handshake)
         routed = self.front.route(plain[0]) if plain is not None else None
         if plain is None or routed is None:
             return False
         tool, actor = routed
-        upstream = actor.wire_upstream if tool.source.output_schema is None else None
+        upstream = actor.ready_upstream if tool.source.output_schema is None else None
         splice = upstream.splice if upstream is not None else None
-        if splice is None or not splice.ready:
+        # A 2026-era host's calls go to a 2026-era upstream, a handshake-era host's to a handshake-era one.
+        if splice is None or not splice.ready or splice.modern == handshake:
             return False
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
@@ -265,13 +280,14 @@ class HostSplice:
             arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
         carrier = plain[2]
         meta = None
-        # The host's own capabilities go upstream, not ours (issue 30).
-        capabilities = message["params"]["_meta"].get(CLIENT_CAPABILITIES_META_KEY)
+        host_meta = message["params"].get("_meta")
+        # The host's own capabilities go to a 2026-era upstream, not ours (issue 30).
+        capabilities = None if handshake else host_meta.get(CLIENT_CAPABILITIES_META_KEY)
         if TELEMETRY.on:
             call.trace = start_spliced_call(
                 plain[0], tool.raw_name, host_id, call.upstream_id, carrier,
                 server=actor.name, generation=actor.status.generation,
-                host_version=message["params"]["_meta"].get(PROTOCOL_VERSION_META_KEY),
+                host_version=self.handshake_version if handshake else host_meta.get(PROTOCOL_VERSION_META_KEY),
                 upstream_version=actor.status.protocol_version, arguments=plain[1],
             )  # fmt: skip
             meta = call.trace.upstream_meta(splice.envelope_for(capabilities), carrier)
@@ -283,6 +299,9 @@ class HostSplice:
             return False
         self._by_host_id[host_id] = call
         self.tracker.track(host_id)
+        if not splice.modern:  # a handshake-era server may ask its host something meanwhile (``adopt``)
+            self.front.calls.spliced(tool.owner, call)
+            call.counted = True
         return True
 
     def _take_cancel(self, line: bytes) -> bool:
@@ -305,7 +324,22 @@ class HostSplice:
         self._finish(call, "cancelled")
         return True
 
+    def adopt(self, call: SplicedCall) -> HostCall | None:
+        """``call`` as a ``HostCall`` on this host's connection, for its upstream's server→client request.
+
+        Only a handshake-era host takes such requests on its wire; None when the
+        call was answered or cancelled meanwhile (the request is then refused).
+        """
+        connection = self.front.handshake_connection
+        if self._by_host_id.get(call.host_id) is not call or self.handshake_version is None or connection is None:
+            return None
+        ctx = request_context_on(connection, "tools/call", call.host_id, None)
+        return HostCall(ctx, call.tool.owner, connection_log_level=self.front.connection_log_level(connection))
+
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's result as this host must see it: a handshake-era host gets it as it came."""
+        if self.handshake_version is not None:
+            return result
         if self._stamp is None:
             self._stamp = self.front.server.server_info_stamp
         return restamp(result, self._stamp)  # shared, not copied: the result is encoded at once and dropped
@@ -366,6 +400,8 @@ class HostSplice:
 
     def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
         self.tracker.settle(call.host_id)
+        if call.counted:
+            self.front.calls.unspliced(call.tool.owner, call)
         self.front.note_call(call.tool, outcome, trio.current_time() - call.started)
         if call.trace is not None:
             call.trace.finish(outcome)

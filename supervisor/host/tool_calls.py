@@ -47,13 +47,12 @@ cancels the upstream request); no state here beyond the Front's.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import mcp_types as types
 import trio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
-from mcp.server.context import HandlerResult
 from mcp_types import URL_ELICITATION_REQUIRED
 
 from supervisor.calls.attribution import HostCall
@@ -73,6 +72,9 @@ from supervisor.telemetry.spans import (
 )
 
 T = TypeVar("T")
+
+ToolCallResult = types.CallToolResult | types.InputRequiredResult | dict[str, Any]
+"""What a tools/call handler returns: a model, or the upstream's wire result (restamped)."""
 
 SHUTTING_DOWN_TEXT = "mcp-supervisor is shutting down; the call was not started"
 
@@ -144,12 +146,13 @@ class ToolCalls:
         async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
             return await actor.call_tool(tool.raw_name, arguments, call)
 
-        result = await self._run(ctx, tool, actor, send, _is_error_model, arguments=params.arguments)
-        return error_result(result) if isinstance(result, str) else result
+        result: Any = await self._run(ctx, tool, actor, send, _is_error_model, arguments=params.arguments)
+        finished = self._finished(result)
+        return types.CallToolResult.model_validate(finished) if isinstance(finished, dict) else finished
 
     async def call_tool_wire(
         self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
-    ) -> HandlerResult:
+    ) -> ToolCallResult:
         """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, restamped."""
         if self._front.shutting_down:
             return error_result(SHUTTING_DOWN_TEXT)
@@ -159,10 +162,22 @@ class ToolCalls:
         async def send(call: HostCall) -> dict[str, Any]:
             return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
 
-        result = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
+        result: Any = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
+        return self._finished(result)
+
+    def _finished(self, result: Any) -> ToolCallResult:
+        """What the host gets: an error result for an ``UpstreamError``'s text, a wire result restamped.
+
+        Either path may get either shape: an exchange (a 2026-era host of a
+        handshake-era server) answers a retry round on the SDK path with the
+        fast path's wire dict, and the fast path's first round with its input
+        round, a model.
+        """
         if isinstance(result, str):
             return error_result(result)
-        return restamp(result, self._front.server.server_info_stamp)
+        if isinstance(result, dict):
+            return restamp(result, self._front.server.server_info_stamp)
+        return cast(types.CallToolResult | types.InputRequiredResult, result)
 
     async def _run(
         self,
@@ -265,12 +280,14 @@ def _end_failed(span: CallSpan, exc: BaseException) -> None:
         span.end("cancelled")
 
 
-def _is_error_model(result: types.CallToolResult | types.InputRequiredResult) -> bool:
+def _is_error_model(result: types.CallToolResult | types.InputRequiredResult | dict[str, Any]) -> bool:
+    if isinstance(result, dict):
+        return result.get("isError") is True
     return isinstance(result, types.CallToolResult) and result.is_error
 
 
-def _is_error_wire(result: dict[str, Any]) -> bool:
-    return result.get("isError") is True
+def _is_error_wire(result: dict[str, Any] | types.InputRequiredResult) -> bool:
+    return isinstance(result, dict) and result.get("isError") is True
 
 
 def error_result(text: str) -> types.CallToolResult:

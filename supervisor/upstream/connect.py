@@ -157,8 +157,11 @@ async def open_upstream(
     if upstream.modern:
         # Each request made for a host declares the host's capabilities, not ours (issue 30).
         stamp_capabilities_of(client.session, _calling_host_capabilities)
-    if splice is not None and upstream.modern:
-        splice.set_envelope(request_envelope(client.session, "tools/call"))
+    if splice is not None:
+        if upstream.modern:
+            splice.set_envelope(request_envelope(client.session, "tools/call"))
+        else:
+            splice.set_handshake()
         upstream.splice = splice
     body_failed = False
     try:

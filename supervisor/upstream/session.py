@@ -182,7 +182,7 @@ class Upstream:
         return cast(types.CallToolResult | types.InputRequiredResult, result)
 
     async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
-        """``call_tool`` for a 2026-era host of this 2026-era server, the result as the server's raw JSON object.
+        """``call_tool`` for a 2026-era host (of a server of either era), the result as the server's raw JSON object.
 
         The request skips the SDK's request model and the result its validation
         (``host.fast_path``); errors translate as in ``call_tool``, and a result that

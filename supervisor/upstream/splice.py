@@ -66,6 +66,8 @@ class UpstreamSplice:
         self._tails: dict[str, bytes] = {}
         """Request-line ends per host capabilities (``_tail_for``)."""
         self._lost = False
+        self.modern = True
+        """Whether the generation speaks 2026-07-28 (its requests carry our envelope); False: the handshake era."""
         self.direct = DirectWrite()
 
     def attach(self, stdin: MemoryObjectSendStream[Any], fd: int | None) -> None:
@@ -79,6 +81,12 @@ class UpstreamSplice:
         self._envelope = envelope
         self._envelope_tail = b',"_meta":' + encode_ascii(envelope).encode() + b"}}\n"
 
+    def set_handshake(self) -> None:
+        """The generation speaks a handshake era: its requests carry no envelope (the session was initialized)."""
+        self.modern = False
+        self._envelope = {}
+        self._envelope_tail = b"}}\n"
+
     @property
     def envelope(self) -> dict[str, Any]:
         """Our client's 2026 ``_meta`` envelope for this generation (empty until ``set_envelope``)."""
@@ -87,13 +95,13 @@ class UpstreamSplice:
     def envelope_for(self, capabilities: Any) -> dict[str, Any]:
         """Our envelope, declaring the calling host's client ``capabilities`` instead of ours (issue 30)."""
         envelope = self.envelope
-        if capabilities is None or envelope.get(CLIENT_CAPABILITIES_META_KEY) == capabilities:
+        if not self.modern or capabilities is None or envelope.get(CLIENT_CAPABILITIES_META_KEY) == capabilities:
             return envelope
         return {**envelope, CLIENT_CAPABILITIES_META_KEY: capabilities}
 
     def _tail_for(self, capabilities: Any) -> bytes:
         """The end of a request line (``,"_meta":…}}``) declaring ``capabilities``; kept per distinct set."""
-        if capabilities is None or self.envelope.get(CLIENT_CAPABILITIES_META_KEY) == capabilities:
+        if not self.modern or capabilities is None or self.envelope.get(CLIENT_CAPABILITIES_META_KEY) == capabilities:
             return self._envelope_tail
         key = json.dumps(capabilities, sort_keys=True)
         tail = self._tails.get(key)
@@ -127,7 +135,7 @@ class UpstreamSplice:
             return False
         if arguments_text is not None:  # large: its own path (_submit_large)
             envelope = meta or self.envelope_for(capabilities)
-            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, envelope)
+            pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, envelope or None)
             return self._submit_large(call, pieces)
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
             line = b"".join((
@@ -284,7 +292,7 @@ class UpstreamSplice:
         if spans is None:
             await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
             return
-        edited = {key: restamped[key] for key in ("_meta", "resultType")}
+        edited: dict[str, Any] = {key: restamped[key] for key in ("_meta", "resultType") if key in restamped}
         pieces = wire_large.answer_pieces(call.host_id, spans.text, spans.inner, edited)
         if not call.host.answer_now(call, outcome, pieces):
             await call.host.answer_line(call, outcome, wire_large.join(pieces))

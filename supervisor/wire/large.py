@@ -73,13 +73,13 @@ Pieces = list[bytes | memoryview]
 """A framed line as the buffers it is made of, in order (``os.writev`` takes them as they are)."""
 
 
-def request_pieces(request_id: str, name: str, arguments: memoryview, meta: dict[str, Any]) -> Pieces:
-    """A framed ``tools/call`` request whose ``arguments`` is the host's own text of them."""
+def request_pieces(request_id: str, name: str, arguments: memoryview, meta: dict[str, Any] | None) -> Pieces:
+    """A framed ``tools/call`` request whose ``arguments`` is the host's own text (no ``meta``: no ``_meta``)."""
     return [
         b"".join((b'{"jsonrpc":"2.0","id":', _dumps(request_id), b',"method":"tools/call","params":{"name":',
                   _dumps(name), b',"arguments":')),
         arguments,
-        b"".join((b',"_meta":', _dumps(meta), b"}}\n")),
+        b"}}\n" if meta is None else b"".join((b',"_meta":', _dumps(meta), b"}}\n")),
     ]  # fmt: skip
 
 

@@ -30,7 +30,8 @@ from supervisor.host.front import Front
 from supervisor.host.relay import Relay
 from supervisor.ops.metrics import PREFIX
 from supervisor.root import Supervisor
-from tests.sidecar import fixture_server, scaled, text_of, wait_until, write_settings
+from tests.fidelity_host import Recorder
+from tests.sidecar import Host, fixture_server, scaled, text_of, wait_until, write_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -61,8 +62,10 @@ async def in_memory(front: Front) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def serve(tmp_path: Path, *fixture_args: str, host: ConnectMode = "auto", **table: Any) -> AsyncIterator[Served]:
-    """One in-process sidecar over one fixture server ``fx``, and one host connected to it."""
+async def serve(
+    tmp_path: Path, *fixture_args: str, host: ConnectMode = "auto", client: dict[str, Any] | None = None, **table: Any
+) -> AsyncIterator[Served]:
+    """One in-process sidecar over one fixture server ``fx``, and one host (``mcp.Client(**client)``) on it."""
     servers = {"fx": fixture_server("--name", "fx", *fixture_args, **table)}
     settings = load_settings(write_settings(tmp_path, servers, supervisor={"log_level": "warning"}))
     relay = Relay()
@@ -72,8 +75,8 @@ async def serve(tmp_path: Path, *fixture_args: str, host: ConnectMode = "auto", 
         await nursery.start(supervisor.run)
         await nursery.start(front.run)
         await supervisor.wait_first_attempts()
-        async with Client(in_memory(front), mode=host) as client:
-            yield Served(supervisor, front, client)
+        async with Client(in_memory(front), mode=host, **(client or {})) as connected:
+            yield Served(supervisor, front, connected)
         nursery.cancel_scope.cancel()
 
 
@@ -116,9 +119,28 @@ async def test_calls_the_fast_path_cannot_carry_take_the_general_path(tmp_path: 
         async with serve(tmp_path, "--tools", "echo", host="legacy") as served:
             assert await served.client.call_tool(ECHO, {"text": "old host"})
             assert dict(served.front.fast_calls.taken) == {"general": 1}, "a handshake-era host: another result shape"
-        async with serve(tmp_path, "--tools", "echo", "--legacy-only") as served:
-            assert text_of(await served.client.call_tool(ECHO, {"text": "old server"})) == "old server"
-            assert dict(served.front.fast_calls.taken) == {"general": 1}, "a handshake-era server: another shape"
+
+
+async def test_a_2026_era_hosts_call_to_a_handshake_era_server_takes_the_fast_path_and_its_questions_are_input_rounds(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder(name="ada")
+    options = recorder.client_options(Host())
+    with trio.fail_after(BOUND_SEC):
+        async with serve(tmp_path, "--fidelity", "--legacy-only", client=options) as served:
+            assert served.client.protocol_version == "2026-07-28"
+            fast = await served.client.call_tool(ECHO, {"text": "old server"})
+            assert dict(served.front.fast_calls.taken) == {"fast": 1}
+            # The server asks mid-call: the host gets an input round (DESIGN I13), answers it, and retries.
+            elicited = await served.client.call_tool("mcp__fx__elicit", {})
+            assert text_of(elicited) == 'elicited: accept {"name": "ada"}'
+            assert served.front.fast_calls.taken["fast"] == 2, "the first round on the fast path"
+            served.front.fast_calls.enabled = False
+            general = await served.client.call_tool(ECHO, {"text": "old server"})
+    assert recorder.elicitations == ["form"]
+    assert _comparable(fast) == _comparable(general)
+    assert fast.meta is not None and general.meta is not None
+    assert fast.meta[SERVER_INFO_META_KEY] == general.meta[SERVER_INFO_META_KEY]
 
 
 async def test_on_the_fast_path_a_server_error_passes_through_and_an_unknown_tool_heals_the_catalog(

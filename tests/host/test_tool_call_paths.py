@@ -87,7 +87,7 @@ SPLICE_CASES = [
     pytest.param({**PLAIN, "requestState": "s"}, {}, False, id="not: an input round's retry"),
     pytest.param({**PLAIN, "name": "mcp__fx__other"}, {}, False, id="not: a name not routed now"),
     pytest.param(PLAIN, {"output_schema": {"type": "object"}}, False, id="not: a tool with an outputSchema"),
-    pytest.param(PLAIN, {"wire_upstream": None}, False, id="not: a generation that is not 2026-era and ready"),
+    pytest.param(PLAIN, {"ready_upstream": None}, False, id="not: a generation that is not ready"),
     pytest.param(PLAIN, {"splice": None}, False, id="not: a generation without a splice (HTTP)"),
     pytest.param(PLAIN, {"ready": False}, False, id="not: a splice not ready yet"),
     pytest.param(PLAIN, {"shutting_down": True}, False, id="not: shutting down"),
@@ -104,7 +104,7 @@ async def test_the_splice_takes_exactly_the_calls_its_row_names(
     with stdin, upstream_reads, out, host_reads:
         upstream = _upstream_splice(stdin, ready=change.get("ready", True))
         generation = SimpleNamespace(splice=change.get("splice", upstream))
-        actor = SimpleNamespace(wire_upstream=change.get("wire_upstream", generation))
+        actor = SimpleNamespace(ready_upstream=change.get("ready_upstream", generation))
         front = _Front((_tool(change.get("output_schema")), actor), shutting_down=change.get("shutting_down", False))
         host = HostSplice(cast(Any, front), SpliceTracker())
         host.attach(out.clone())
@@ -141,7 +141,7 @@ FAST_CASES = [
     pytest.param(_ctx({**PLAIN, "arguments": [1]}), {}, "general", id="SDK: params of an unexpected shape"),
     pytest.param(_ctx({**PLAIN, "name": "mcp__fx__other"}), {}, "general", id="SDK: a name not routed yet"),
     pytest.param(_ctx(PLAIN), {"output_schema": {"type": "object"}}, "general", id="SDK: an outputSchema"),
-    pytest.param(_ctx(PLAIN), {"wire_upstream": None}, "general", id="SDK: a handshake-era or unready generation"),
+    pytest.param(_ctx(PLAIN), {"ready_upstream": None}, "general", id="SDK: a generation that is not ready"),
 ]
 
 
@@ -149,7 +149,7 @@ FAST_CASES = [
 async def test_the_fast_path_takes_exactly_the_calls_its_row_names_and_the_sdk_path_the_rest(
     ctx: Any, change: dict[str, Any], path: str
 ) -> None:
-    actor = SimpleNamespace(wire_upstream=change.get("wire_upstream", object()))
+    actor = SimpleNamespace(ready_upstream=change.get("ready_upstream", object()))
     front = _Front((_tool(change.get("output_schema")), actor))
     taken: list[str] = []
 
@@ -195,7 +195,7 @@ async def test_I16_the_splice_sends_a_transformed_tools_arguments_as_the_upstrea
     out, host_reads = anyio.create_memory_object_stream[Any](8)
     with stdin, upstream_reads, out, host_reads:
         upstream = _upstream_splice(stdin, ready=True)
-        actor = SimpleNamespace(wire_upstream=SimpleNamespace(splice=upstream))
+        actor = SimpleNamespace(ready_upstream=SimpleNamespace(splice=upstream))
         host = HostSplice(cast(Any, _Front((tool, actor))), SpliceTracker())
         host.attach(out.clone())
         assert host.on_line(_line({**PLAIN, "arguments": {"words": "hi", "loud": False}}))

@@ -29,7 +29,9 @@ from supervisor.calls.splice import ID_PREFIX
 from supervisor.host.splice import plain_call
 from supervisor.wire.codec import frame
 from supervisor.wire.frames import LineBuffer
+from tests.fidelity_host import Recorder
 from tests.sidecar import (
+    Host,
     fixture_server,
     open_host,
     read_log,
@@ -81,6 +83,35 @@ async def test_a_plain_call_crosses_the_splice_and_a_call_with_a_progress_token_
     assert spliced.meta is not None and general.meta is not None
     assert spliced.meta[SERVER_INFO_META_KEY] == general.meta[SERVER_INFO_META_KEY]
     assert spliced.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
+
+
+async def test_a_handshake_era_hosts_calls_to_a_handshake_era_server_cross_the_splice_and_its_questions_reach_it(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "fx.jsonl"
+    recorder = Recorder(name="ada")
+    servers = {"fx": fixture_server("--fidelity", "--name", "fx", "--legacy-only", "--log", str(log))}
+    bare = Host()
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(write_settings(tmp_path, servers), "legacy", **recorder.client_options(bare)) as host:
+            bare.on_message = host.on_message  # type: ignore[method-assign]
+            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+            spliced = await host.call("mcp__fx__echo", {"text": "hi"})
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
+            # The server asks its host mid-call (sampling, elicitation, roots): the spliced call's host answers.
+            assert text_of(await host.call("mcp__fx__sample", {"text": "hi"})) == "sampled: model of ada (ada-model)"
+            assert text_of(await host.call("mcp__fx__elicit", {})) == 'elicited: accept {"name": "ada"}'
+            assert text_of(await host.call("mcp__fx__roots", {})) == "roots: file:///work/project"
+    assert spliced.model_dump() == general.model_dump(), "a handshake-era result crosses as it came"
+    assert recorder.samples == ["hi"] and recorder.elicitations == ["form"] and recorder.roots_asked == 1
+    first, second = _call_ids(log, "echo")
+    assert _spliced(first) and isinstance(second, int), (first, second)
+    for tool in ("sample", "elicit", "roots"):
+        assert [_spliced(i) for i in _call_ids(log, tool)] == [True], tool
+
+
+async def _ignore(progress: float, total: float | None, message: str | None) -> None:
+    del progress, total, message
 
 
 async def test_a_handshake_era_host_or_server_is_never_spliced(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def wire() -> Iterator[Wire]:
         actor = SimpleNamespace(
             name="fx",
             status=SimpleNamespace(generation=3, protocol_version=MODERN),
-            wire_upstream=SimpleNamespace(splice=upstream),
+            ready_upstream=SimpleNamespace(splice=upstream),
             heal_unknown_tool=lambda raw_name, error: None,
         )
         front = _Front((tool, actor))
