@@ -104,6 +104,8 @@ class SplicedCall:
     """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
     trace: SplicedTrace | None = None
     """Its SERVER and CLIENT spans, while telemetry is on (``telemetry.spans``); None otherwise."""
+    host_meta: dict[str, Any] | None = None
+    """A 2026-era host's ``_meta`` (its envelope), kept only for a call to a handshake-era upstream (``adopt``)."""
     counted: bool = False
     """Whether it is counted in flight on its server (``CallTracker.spliced``: a handshake-era upstream's)."""
     adopted: HostCall | None = None

@@ -31,6 +31,7 @@ state change of an exchange is synchronous; waiters are woken with a fresh
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import secrets
@@ -146,13 +147,46 @@ class ExchangeTable:
             self._by_token.pop(exchange.token, None)
         return result
 
-    def _start(self, call: HostCall, what: str, request: Callable[[], Awaitable[Any]]) -> Exchange:
+    def _start(
+        self, call: HostCall, what: str, request: Callable[[], Awaitable[Any]], *, served: bool = True
+    ) -> Exchange:
+        """``served``: the exchange's task serves ``call`` (counted in flight); False: it is counted already."""
         assert self._nursery is not None, "exchanges run inside ExchangeTable.run"
         exchange = Exchange(TOKEN_PREFIX + secrets.token_urlsafe(24), call, what)
         call.exchange = exchange
         self._by_token[exchange.token] = exchange
-        self._nursery.start_soon(self._drive, exchange, request)
+        self._nursery.start_soon(self._drive, exchange, request, served)
         return exchange
+
+    def adopt(
+        self,
+        call: HostCall,
+        what: str,
+        request: Callable[[], Awaitable[Any]],
+        first_round: Callable[[outcome.Outcome[Any]], Awaitable[None]],
+    ) -> Exchange:
+        """Start an exchange for a call already in flight upstream that no handler serves (a spliced one).
+
+        ``request`` waits for that call's upstream outcome; ``first_round`` gets
+        what the host's original request is answered with (its first input
+        round, usually), in a task of the table's nursery. Retries resume the
+        exchange as any other.
+        """
+        exchange = self._start(call, what, request, served=False)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._first_round, exchange, first_round)
+        return exchange
+
+    async def _first_round(
+        self, exchange: Exchange, deliver: Callable[[outcome.Outcome[Any]], Awaitable[None]]
+    ) -> None:
+        try:
+            result: outcome.Outcome[Any] = outcome.Value(await exchange.next_round())
+        except Exception as exc:
+            result = outcome.Error(exc)
+        if not (isinstance(result, outcome.Value) and isinstance(result.value, types.InputRequiredResult)):
+            self._by_token.pop(exchange.token, None)
+        await deliver(result)
 
     def _resume(self, call: HostCall, what: str, token: str) -> Exchange:
         exchange = self._by_token.get(token)
@@ -169,8 +203,8 @@ class ExchangeTable:
         exchange.answer(call.input_responses)
         return exchange
 
-    async def _drive(self, exchange: Exchange, request: Callable[[], Awaitable[Any]]) -> None:
-        with exchange.scope, self._tracker.serving(exchange.call):
+    async def _drive(self, exchange: Exchange, request: Callable[[], Awaitable[Any]], served: bool) -> None:
+        with exchange.scope, self._tracker.serving(exchange.call) if served else contextlib.nullcontext():
             try:
                 exchange.finish(outcome.Value(await request()))
             except Exception as exc:

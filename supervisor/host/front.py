@@ -270,6 +270,11 @@ class Front:
         return self._supervisor.route(public_name, self.view)
 
     @property
+    def exchanges(self) -> ExchangeTable:
+        """The open input-round exchanges of this Front's 2026-era hosts (the wire splice promotes calls into it)."""
+        return self._exchanges
+
+    @property
     def calls(self) -> CallTracker:
         """Which host calls are in flight where (the wire splice counts its calls to handshake-era servers here)."""
         return self._relay.calls

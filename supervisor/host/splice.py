@@ -63,13 +63,17 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import trio
+from mcp.server.connection import Connection
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from outcome import Outcome
 
 from supervisor.calls.attribution import HostCall
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
 from supervisor.host.fast_path import PLAIN_PARAMS, restamp
+from supervisor.host.splice_lists import list_answer
+from supervisor.host.splice_rounds import Promotion, first_round_answer
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.telemetry.spans import TELEMETRY, start_spliced_call, trace_carrier
 from supervisor.wire import large as wire_large
@@ -91,10 +95,6 @@ _SPLICE_META_KEYS: Final = _ENVELOPE_KEYS | _TRACE_META_KEYS
 """What a spliced call's ``_meta`` may hold: the envelope and trace context (SEP-414). Any other key: general path."""
 _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 """How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
-
-
-_ABSENT: Final = object()
-"""A request without ``params``."""
 
 
 class Tracker(Protocol):
@@ -157,6 +157,8 @@ class HostSplice:
     """How many ``tools/call`` lines were ``"spliced"`` and how many left to the SDK (``"sdk"``)."""
     _out: MemoryObjectSendStream[Any] | None = None
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
+    _promoted: dict[SplicedCall, Promotion] = field(default_factory=dict)
+    """Calls whose handshake-era upstream asked their 2026-era host something: their exchanges' (``adopt``)."""
     _stamp: dict[str, Any] | None = None
     _wire_stuck: bool = False
     _batched: list[DirectWrite] = field(default_factory=list)
@@ -210,41 +212,15 @@ class HostSplice:
         """A first-page ``tools/list``, answered from the encoded catalog if it is cached for the host's version."""
         if not self.enabled or self._out is None:
             return False
-        try:
-            message, _ = load(line, "params")
-        except ValueError:
+        answer = list_answer(line, self.handshake_version, self.front.tools_list_cache)
+        if answer is None:
             return False
-        if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
-            return False
-        host_id = message.get("id")
-        if isinstance(host_id, bool) or not isinstance(host_id, str | int):
-            return False
-        version = self._list_version(message.get("params", _ABSENT))
-        encoded = self.front.tools_list_cache.encoded(version) if version is not None else None
-        if encoded is None:
-            return False
-        answer = b'{"jsonrpc":"2.0","id":' + json.dumps(host_id).encode() + b',"result":' + encoded + b"}\n"
         try:
             self._out.send_nowait(answer)  # the wire's writer is idle: handed over at once, or the SDK answers
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
         logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
         return True
-
-    def _list_version(self, params: Any) -> str | None:
-        """The protocol version a first-page list with ``params`` is answered in; None: the SDK answers it.
-
-        A 2026-era host names its version in the request's envelope; a handshake-era
-        host's is the one it negotiated, and its list carries no params beyond ``{}``.
-        Anything else (a cursor, a progress token, any other ``_meta``) is the SDK's.
-        """
-        if self.handshake_version is not None:
-            return self.handshake_version if params is _ABSENT or params == {} else None
-        meta = params.get("_meta") if isinstance(params, dict) and len(params) == 1 else None
-        if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
-            return None
-        version = meta.get(PROTOCOL_VERSION_META_KEY)
-        return version if version in MODERN_PROTOCOL_VERSIONS else None
 
     def _take_call(self, line: bytes) -> bool:
         if not self.enabled or self._out is None or self.front.shutting_down:
@@ -266,8 +242,8 @@ class HostSplice:
         tool, actor = routed
         upstream = actor.ready_upstream if tool.source.output_schema is None else None
         splice = upstream.splice if upstream is not None else None
-        # A 2026-era host's calls go to a 2026-era upstream, a handshake-era host's to a handshake-era one.
-        if splice is None or not splice.ready or splice.modern == handshake:
+        # A handshake-era host's calls to a 2026-era upstream take the SDK path (the table in ``host.tool_calls``).
+        if splice is None or not splice.ready or (handshake and splice.modern):
             return False
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
@@ -302,6 +278,7 @@ class HostSplice:
         if not splice.modern:  # a handshake-era server may ask its host something meanwhile (``adopt``)
             self.front.calls.spliced(tool.owner, call)
             call.counted = True
+            call.host_meta = host_meta
         return True
 
     def _take_cancel(self, line: bytes) -> bool:
@@ -320,21 +297,56 @@ class HostSplice:
             return False
         if call.upstream is not None:
             call.upstream.abandon(call, "the host cancelled the request")
+        if self._promoted and (promotion := self._promoted.get(call)) is not None and promotion.exchange is not None:
+            promotion.exchange.scope.cancel()  # before its first round: the exchange ends with the request
         call.done = True
         self._finish(call, "cancelled")
         return True
 
     def adopt(self, call: SplicedCall) -> HostCall | None:
-        """``call`` as a ``HostCall`` on this host's connection, for its upstream's server→client request.
+        """``call`` as a ``HostCall``, for a server→client request its handshake-era upstream sent mid-call.
 
-        Only a handshake-era host takes such requests on its wire; None when the
-        call was answered or cancelled meanwhile (the request is then refused).
+        A handshake-era host is asked on its connection; a 2026-era host's call is
+        promoted to an exchange (``host.splice_rounds``). None when the call was
+        answered or cancelled meanwhile (the request is then refused).
         """
+        if self._by_host_id.get(call.host_id) is not call:
+            return None
+        if self.handshake_version is None:
+            return self._promote(call)
         connection = self.front.handshake_connection
-        if self._by_host_id.get(call.host_id) is not call or self.handshake_version is None or connection is None:
+        if connection is None:
             return None
         ctx = request_context_on(connection, "tools/call", call.host_id, None)
         return HostCall(ctx, call.tool.owner, connection_log_level=self.front.connection_log_level(connection))
+
+    def _promote(self, call: SplicedCall) -> HostCall:
+        """A 2026-era host's spliced call becomes an exchange: its original request gets the first input round."""
+        meta = call.host_meta or {}
+        version = str(meta.get(PROTOCOL_VERSION_META_KEY))  # a 2026 version: the splice took only such calls
+        connection = Connection.from_envelope(
+            version, meta.get(CLIENT_INFO_META_KEY), meta.get(CLIENT_CAPABILITIES_META_KEY)
+        )
+        host_call = HostCall(request_context_on(connection, "tools/call", call.host_id, None), call.tool.owner)
+        promotion = Promotion(call, partial(self._promotion_ended, call))
+        self._promoted[call] = promotion
+        promotion.exchange = self.front.exchanges.adopt(
+            host_call, f"tools/call {call.tool.key}", promotion.wait, partial(self.answer_round, call)
+        )
+        return host_call
+
+    def _promotion_ended(self, call: SplicedCall) -> None:
+        """A promoted call's upstream request ended: it is no longer in flight there."""
+        del self._promoted[call]
+        self.front.calls.unspliced(call.tool.owner, call)
+
+    async def answer_round(self, call: SplicedCall, result: Outcome[Any]) -> None:
+        """Answer a promoted call's original request with its exchange's first round (``host.splice_rounds``)."""
+        outcome, message, failure = first_round_answer(call.host_id, result, self.restamp)
+        if failure is not None and self._by_host_id.get(call.host_id) is call:
+            self.front.note_call_failure(call.tool, type(failure).__name__, str(failure))
+        await self._answer_line(call, outcome, frame(message))
+        self.flush()  # an exchange's task is not a pump: nobody else flushes for it
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
         """The upstream's result as this host must see it: a handshake-era host gets it as it came."""
@@ -346,10 +358,19 @@ class HostSplice:
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
-        await self.answer_line(call, outcome, frame(message))
+        if self._promoted and (promotion := self._promoted.get(call)) is not None:
+            promotion.settle(message)  # the exchange has it: the host's retry round gets it
+            return
+        await self._answer_line(call, outcome, frame(message))
 
     async def answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
         """Write the framed ``line`` to the host as the answer to ``call`` (unless the host cancelled it)."""
+        if self._promoted and (promotion := self._promoted.get(call)) is not None:
+            promotion.settle(json.loads(line))  # a large answer to a promoted call: rare, parsed whole
+            return
+        await self._answer_line(call, outcome, line)
+
+    async def _answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
         if self._out is not None and self.direct.try_write(line, partial(self._finish, call, outcome)):
@@ -382,6 +403,8 @@ class HostSplice:
         True: written (or owed no answer: the host cancelled the call); False:
         nothing done, answer with ``answer_line`` (the writer is busy).
         """
+        if self._promoted and call in self._promoted:
+            return False  # the exchange takes it, through ``answer_line``
         if self._by_host_id.get(call.host_id) is not call:
             return True  # cancelled by the host meanwhile: JSON-RPC wants no answer
         if self._out is None or not self.direct.write_pieces(pieces):
@@ -392,6 +415,9 @@ class HostSplice:
 
     async def fail(self, call: SplicedCall, outcome: CallOutcome, kind: str, text: str) -> None:
         """Answer ``call`` with the general path's error result carrying ``text``."""
+        if self._promoted and (promotion := self._promoted.get(call)) is not None:
+            promotion.settle_failure(kind, text)  # the round waiting for it reads it as the general path's error
+            return
         if self._by_host_id.get(call.host_id) is call:
             self.front.note_call_failure(call.tool, kind, text)
         result = {"content": [{"type": "text", "text": text}], "isError": True}
@@ -400,7 +426,7 @@ class HostSplice:
 
     def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
         self.tracker.settle(call.host_id)
-        if call.counted:
+        if call.counted and call not in self._promoted:  # a promoted call is in flight until its upstream ends
             self.front.calls.unspliced(call.tool.owner, call)
         self.front.note_call(call.tool, outcome, trio.current_time() - call.started)
         if call.trace is not None:

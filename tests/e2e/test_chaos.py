@@ -16,7 +16,11 @@ seeded RNG. The test holds the sidecar to:
 * 0 orphans (``conftest.py``).
 
 ``stdio`` variants: one host of each era on its own sidecar. ``http``: a
-2026-era and a handshake-era host on the same sidecar at once.
+2026-era and a handshake-era host on the same sidecar at once. Two of the five
+servers speak only the handshake era (``HANDSHAKE_SERVERS``), so every variant
+covers every era pair, and over stdio every path a call can take (the splice
+for both upstream eras, the SDK path for a handshake-era host's calls to a
+2026-era server).
 
 Pacing the killer uses ``trio.sleep`` on purpose (chaos, not ordering); every
 wait for another process's state polls with a (scaled) bound.
@@ -57,6 +61,8 @@ pytestmark = pytest.mark.e2e
 
 SEED: Final = 9
 SERVERS: Final = tuple(f"s{i}" for i in range(5))
+HANDSHAKE_SERVERS: Final = ("s1", "s3")
+"""These speak only the handshake era, the rest 2026-07-28: each host's calls cover both era pairs of its era."""
 TOOLS: Final = ("add", "echo", "tag")
 EXPECTED_CATALOG: Final = sorted(f"mcp__{server}__{tool}" for server in SERVERS for tool in TOOLS)
 KILLS: Final = 6
@@ -197,10 +203,11 @@ def _settings(tmp_path: Path, **supervisor: Any) -> tuple[Path, dict[str, Path]]
     logs = {server: tmp_path / f"{server}.jsonl" for server in SERVERS}
     servers = {
         server: fixture_server(
-            "--name", server, "--tools", ",".join(TOOLS), "--log", str(logs[server]), reconnect=RECONNECT
+            "--name", server, "--tools", ",".join(TOOLS), "--log", str(logs[server]),
+            *(["--legacy-only"] if server in HANDSHAKE_SERVERS else []), reconnect=RECONNECT,
         )
         for server in SERVERS
-    }
+    }  # fmt: skip
     return write_settings(tmp_path, servers, supervisor=supervisor or None), logs
 
 

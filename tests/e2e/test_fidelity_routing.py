@@ -109,14 +109,16 @@ async def _two_hosts_call_at_once(config: Path, alice: Recorder, bob: Recorder) 
         assert [p for p, _, _ in bob.progress] == [1, 2]
 
 
+@pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_a_request_raised_while_two_calls_are_in_flight_over_stdio_is_refused_not_guessed(
-    tmp_path: Path,
+    tmp_path: Path, mode: ConnectMode
 ) -> None:
+    # Both calls cross the wire splice (issue 29): it counts them in flight, so nothing is guessed.
     log = tmp_path / "fx.jsonl"
     config = write_settings(tmp_path, {"fx": _fx(log, "--legacy-only")})
     recorder = Recorder(name="ada")
     with trio.fail_after(BOUND_SEC):
-        async with open_host(config, "legacy", **recorder.client_options(Host())) as host:
+        async with open_host(config, mode, **recorder.client_options(Host())) as host:
             await _ready(host)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(host.session.call_tool, "mcp__fx__slow", {"seconds": 3})

@@ -114,21 +114,39 @@ async def _ignore(progress: float, total: float | None, message: str | None) -> 
     del progress, total, message
 
 
-async def test_a_handshake_era_host_or_server_is_never_spliced(tmp_path: Path) -> None:
+async def test_a_handshake_era_hosts_call_to_a_2026_era_server_is_not_spliced(tmp_path: Path) -> None:
     log = tmp_path / "fx.jsonl"
-    legacy_log = tmp_path / "old.jsonl"
-    servers = {
-        "fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log)),
-        "old": fixture_server("--name", "old", "--tools", "echo", "--legacy-only", "--log", str(legacy_log)),
-    }
+    servers = {"fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log))}
     with trio.fail_after(BOUND_SEC):
         async with open_host(write_settings(tmp_path, servers), "legacy") as host:
             await host.wait_tools(lambda names: "mcp__fx__echo" in names)
             assert text_of(await host.call("mcp__fx__echo", {"text": "old host"})) == "old host"
-        async with open_host(write_settings(tmp_path, servers)) as host:
-            await host.wait_tools(lambda names: "mcp__old__echo" in names)
-            assert text_of(await host.call("mcp__old__echo", {"text": "old server"})) == "old server"
-    assert not any(_spliced(i) for i in _call_ids(log, "echo") + _call_ids(legacy_log, "echo"))
+    assert not any(_spliced(i) for i in _call_ids(log, "echo"))
+
+
+async def test_a_2026_era_hosts_calls_to_a_handshake_era_server_cross_the_splice_and_its_questions_are_input_rounds(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "fx.jsonl"
+    recorder = Recorder(name="ada")
+    servers = {"fx": fixture_server("--fidelity", "--name", "fx", "--legacy-only", "--log", str(log))}
+    bare = Host()
+    with trio.fail_after(BOUND_SEC):
+        async with open_host(write_settings(tmp_path, servers), **recorder.client_options(bare)) as host:
+            bare.on_message = host.on_message  # type: ignore[method-assign]
+            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+            spliced = await host.call("mcp__fx__echo", {"text": "hi"})
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
+            # Mid-call the server asks its host: the spliced call becomes an exchange, the host gets an
+            # input round on its original request, and its retry (the SDK path) resumes the same upstream call.
+            assert text_of(await host.call("mcp__fx__sample", {"text": "hi"})) == "sampled: model of ada (ada-model)"
+            assert text_of(await host.call("mcp__fx__elicit", {})) == 'elicited: accept {"name": "ada"}'
+            assert text_of(await host.call("mcp__fx__roots", {})) == "roots: file:///work/project"
+            assert text_of(await host.call("mcp__fx__echo", {"text": "after"})) == "after"
+    assert spliced.model_dump() == general.model_dump()
+    assert recorder.samples == ["hi"] and recorder.elicitations == ["form"] and recorder.roots_asked == 1
+    for tool, ids in (("echo", [True, False, True]), ("sample", [True]), ("elicit", [True]), ("roots", [True])):
+        assert [_spliced(i) for i in _call_ids(log, tool)] == ids, f"{tool}: sent once, on the splice"
 
 
 async def test_on_the_splice_server_errors_pass_through_an_unknown_tool_heals_and_a_crash_is_an_error_result(
@@ -314,6 +332,31 @@ async def test_host_lines_the_splice_cannot_read_go_to_the_sdk_and_the_sidecar_k
             hung = await host.answered(1)  # none of them cancelled it (a cancelled call gets no answer)
     assert after["result"]["content"] == [{"type": "text", "text": "after"}]
     assert "tool_timeout_sec" in hung["result"]["content"][0]["text"]
+
+
+async def test_a_promoted_calls_upstream_request_is_still_bounded_by_tool_timeout_sec(tmp_path: Path) -> None:
+    log = tmp_path / "fx.jsonl"
+    fx = fixture_server("--fidelity", "--name", "fx", "--legacy-only", "--log", str(log), tool_timeout_sec=scaled(2))
+    with trio.fail_after(BOUND_SEC):
+        async with _raw_host(write_settings(tmp_path, {"fx": fx})) as host:
+            await host.send(_request(1, "tools/call", {"name": "mcp__fx__elicit", "arguments": {}}))
+            first = (await host.answered(1))["result"]
+            assert first["resultType"] == "input_required"
+            ((key, question),) = first["inputRequests"].items()
+            assert question["method"] == "elicitation/create"
+            # The host does not answer: each retry without an answer gets the same open question, until the
+            # upstream request times out (tool_timeout_sec = 2), and then the error the general path gives.
+            retry = {"name": "mcp__fx__elicit", "arguments": {}, "requestState": first["requestState"]}
+            for request_id in itertools.count(2):
+                await host.send(_request(request_id, "tools/call", retry))
+                late = (await host.answered(request_id))["result"]
+                if late.get("resultType") != "input_required":
+                    break
+                assert list(late["inputRequests"]) == [key]
+                await trio.sleep(0.1)  # polling the sidecar's state: only a retry can tell
+    assert late["isError"] is True
+    assert "tool_timeout_sec" in late["content"][0]["text"]
+    assert [_spliced(i) for i in _call_ids(log, "elicit")] == [True]
 
 
 async def test_a_handshake_era_hosts_first_page_list_is_answered_on_the_splice_in_the_version_it_negotiated(

@@ -1,0 +1,66 @@
+"""A stdio host's first-page ``tools/list``, answered on the wire splice from the encoded catalog (issue 11).
+
+``list_answer`` reads one host line and, when it is a first-page list the
+catalog wire cache (``catalog.wire_form``) holds for the host's protocol
+version, returns the whole answer line; otherwise None, and the SDK answers
+(and fills the cache). ``host.splice.HostSplice`` writes it.
+
+Pure: no I/O, no state.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, Protocol
+
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from supervisor.wire.codec import load
+
+_ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+_ABSENT: Final = object()
+"""A request without ``params``."""
+
+
+class EncodedListings(Protocol):
+    """The catalog wire cache (``catalog.wire_form.ToolsListWireCache``)."""
+
+    def encoded(self, protocol_version: str) -> bytes | None: ...
+
+
+def list_answer(line: bytes, handshake_version: str | None, cache: EncodedListings) -> bytes | None:
+    """The answer line to the first-page ``tools/list`` on ``line``; None: the SDK answers it.
+
+    ``handshake_version``: the version a handshake-era host negotiated (None: a 2026-era host).
+    """
+    try:
+        message, _ = load(line, "params")
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
+        return None
+    host_id = message.get("id")
+    if isinstance(host_id, bool) or not isinstance(host_id, str | int):
+        return None
+    version = _list_version(message.get("params", _ABSENT), handshake_version)
+    encoded = cache.encoded(version) if version is not None else None
+    if encoded is None:
+        return None
+    return b'{"jsonrpc":"2.0","id":' + json.dumps(host_id).encode() + b',"result":' + encoded + b"}\n"
+
+
+def _list_version(params: Any, handshake_version: str | None) -> str | None:
+    """The protocol version a first-page list with ``params`` is answered in; None: the SDK answers it.
+
+    A 2026-era host names its version in the request's envelope; a handshake-era
+    host's is the one it negotiated, and its list carries no params beyond ``{}``.
+    Anything else (a cursor, a progress token, any other ``_meta``) is the SDK's.
+    """
+    if handshake_version is not None:
+        return handshake_version if params is _ABSENT or params == {} else None
+    meta = params.get("_meta") if isinstance(params, dict) and len(params) == 1 else None
+    if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+        return None
+    version = meta.get(PROTOCOL_VERSION_META_KEY)
+    return version if version in MODERN_PROTOCOL_VERSIONS else None
