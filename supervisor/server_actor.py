@@ -232,6 +232,17 @@ class ServerActor:
         """``call_tool``, with the result as the upstream's raw JSON object (bounds, errors and heal the same)."""
         return await self._call(raw_name, lambda up: cast(Upstream, up).call_tool_wire(raw_name, arguments, call))
 
+    async def finish_input_rounds(
+        self, raw_name: str, arguments: dict[str, Any] | None, first: dict[str, Any], call: HostCall
+    ) -> types.CallToolResult:
+        """Run the input rounds of a spliced call whose 2026-era upstream answered ``first`` (``input_required``).
+
+        For a handshake-era host (``host.splice_rounds``); bounds, errors and heal as ``call_tool``.
+        """
+        return await self._call(
+            raw_name, lambda up: cast(Upstream, up).finish_input_rounds(raw_name, arguments, first, call)
+        )
+
     async def _call(self, raw_name: str, request: Callable[[UpstreamSession], Awaitable[T]]) -> T:
         """``_forward`` of a tools/call: a JSON-RPC error first triggers the unknown-tool heal (I8), then passes on."""
         try:

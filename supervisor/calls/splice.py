@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+import mcp_types as types
 from mcp import MCPError
 
 from supervisor.calls.attribution import HostCall
@@ -73,13 +74,19 @@ class SpliceHost(Protocol):
 
     async def fail(self, call: SplicedCall, outcome: CallOutcome, kind: str, text: str) -> None: ...
 
+    async def notice(self, call: SplicedCall, params: dict[str, Any]) -> bool: ...
+
     def adopt(self, call: SplicedCall) -> HostCall | None: ...
 
 
 class SpliceOwner(Protocol):
-    """What the upstream half needs of the actor that owns the called tool (``ServerActor``)."""
+    """What the splice needs of the actor that owns the called tool (``ServerActor``)."""
 
     def heal_unknown_tool(self, raw_name: str, error: MCPError) -> None: ...
+
+    async def finish_input_rounds(
+        self, raw_name: str, arguments: dict[str, Any] | None, first: dict[str, Any], call: HostCall
+    ) -> types.CallToolResult: ...
 
 
 class SpliceUpstream(Protocol):
@@ -104,6 +111,12 @@ class SplicedCall:
     """The generation's splice it was sent on (a host's cancel goes there, even if the server moved on)."""
     trace: SplicedTrace | None = None
     """Its SERVER and CLIENT spans, while telemetry is on (``telemetry.spans``); None otherwise."""
+    log_level: types.LoggingLevel | None = None
+    """The level a handshake-era host wants a 2026-era upstream's log messages of this call at (None: none)."""
+    arguments: Any = None
+    """What went upstream as ``arguments`` (kept for the input rounds of a handshake-era host's call)."""
+    arguments_text: memoryview | None = None
+    """Their text instead, when the request was large (decoded only if an input round needs them)."""
     host_meta: dict[str, Any] | None = None
     """A 2026-era host's ``_meta`` (its envelope), kept only for a call to a handshake-era upstream (``adopt``)."""
     counted: bool = False

@@ -124,6 +124,11 @@ class ExchangeTable:
             task_status.started()
             await trio.sleep_forever()
 
+    def start_soon(self, task: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run ``task`` in the table's nursery (the wire splice's input rounds for a handshake-era host)."""
+        assert self._nursery is not None, "exchanges run inside ExchangeTable.run"
+        self._nursery.start_soon(task, *args)
+
     async def serve(self, call: HostCall, what: str, request: Callable[[], Awaitable[Any]]) -> Any:
         """Serve one host round of ``call``: start an exchange, or resume the one its request state names.
 

@@ -54,6 +54,7 @@ deadline task lives in the upstream transport's nursery.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections import Counter
@@ -64,7 +65,12 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 import trio
 from mcp.server.connection import Connection
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from outcome import Outcome
 
@@ -73,7 +79,13 @@ from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
 from supervisor.host.fast_path import PLAIN_PARAMS, restamp
 from supervisor.host.splice_lists import list_answer
-from supervisor.host.splice_rounds import Promotion, first_round_answer
+from supervisor.host.splice_rounds import (
+    Promotion,
+    finish_rounds,
+    first_round_answer,
+    handshake_shaped,
+    log_notice_line,
+)
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.telemetry.spans import TELEMETRY, start_spliced_call, trace_carrier
 from supervisor.wire import large as wire_large
@@ -158,6 +170,9 @@ class HostSplice:
     _out: MemoryObjectSendStream[Any] | None = None
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _promoted: dict[SplicedCall, Promotion] = field(default_factory=dict)
+    _rounds: dict[SplicedCall, trio.CancelScope] = field(default_factory=dict)
+    """Calls of a handshake-era host whose 2026-era upstream answered with an input round: their rounds' scopes."""
+    _capabilities: tuple[Connection, dict[str, Any]] | None = None
     """Calls whose handshake-era upstream asked their 2026-era host something: their exchanges' (``adopt``)."""
     _stamp: dict[str, Any] | None = None
     _wire_stuck: bool = False
@@ -242,8 +257,12 @@ class HostSplice:
         tool, actor = routed
         upstream = actor.ready_upstream if tool.source.output_schema is None else None
         splice = upstream.splice if upstream is not None else None
-        # A handshake-era host's calls to a 2026-era upstream take the SDK path (the table in ``host.tool_calls``).
-        if splice is None or not splice.ready or (handshake and splice.modern):
+        if splice is None or not splice.ready:
+            return False
+        # A handshake-era host's call to a 2026-era upstream: its log level goes with it, and an input
+        # round is run here (``host.splice_rounds``), on the host's connection.
+        connection = self.front.handshake_connection if handshake and splice.modern else None
+        if handshake and splice.modern and connection is None:
             return False
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
@@ -258,7 +277,10 @@ class HostSplice:
         meta = None
         host_meta = message["params"].get("_meta")
         # The host's own capabilities go to a 2026-era upstream, not ours (issue 30).
-        capabilities = None if handshake else host_meta.get(CLIENT_CAPABILITIES_META_KEY)
+        if handshake:
+            capabilities = None if connection is None else self._capabilities_of(connection)
+        else:
+            capabilities = host_meta.get(CLIENT_CAPABILITIES_META_KEY)
         if TELEMETRY.on:
             call.trace = start_spliced_call(
                 plain[0], tool.raw_name, host_id, call.upstream_id, carrier,
@@ -269,13 +291,17 @@ class HostSplice:
             meta = call.trace.upstream_meta(splice.envelope_for(capabilities), carrier)
         elif carrier is not None:
             meta = {**splice.envelope_for(capabilities), **carrier}  # off: the trace context goes as it came
+        if connection is not None:
+            level = self.front.connection_log_level(connection) or "debug"  # as ``HostCall.log_level``
+            call.log_level, call.arguments, call.arguments_text = level, arguments, arguments_text
+            meta = {**(splice.envelope_for(capabilities) if meta is None else meta), LOG_LEVEL_META_KEY: level}
         if not splice.submit(call, tool.raw_name, arguments, arguments_text, meta=meta, capabilities=capabilities):
             if call.trace is not None:
                 call.trace.discard()
             return False
         self._by_host_id[host_id] = call
         self.tracker.track(host_id)
-        if not splice.modern:  # a handshake-era server may ask its host something meanwhile (``adopt``)
+        if not splice.modern or connection is not None:  # its upstream may ask or tell its host something meanwhile
             self.front.calls.spliced(tool.owner, call)
             call.counted = True
             call.host_meta = host_meta
@@ -299,6 +325,8 @@ class HostSplice:
             call.upstream.abandon(call, "the host cancelled the request")
         if self._promoted and (promotion := self._promoted.get(call)) is not None and promotion.exchange is not None:
             promotion.exchange.scope.cancel()  # before its first round: the exchange ends with the request
+        if self._rounds and (rounds := self._rounds.get(call)) is not None:
+            rounds.cancel()  # its input rounds (and their upstream request) end with it
         call.done = True
         self._finish(call, "cancelled")
         return True
@@ -348,10 +376,59 @@ class HostSplice:
         await self._answer_line(call, outcome, frame(message))
         self.flush()  # an exchange's task is not a pump: nobody else flushes for it
 
+    def _capabilities_of(self, connection: Connection) -> dict[str, Any]:
+        """What a handshake-era host declared at ``initialize``, as the envelope declares it (kept per connection)."""
+        if self._capabilities is None or self._capabilities[0] is not connection:
+            declared = connection.client_capabilities
+            dumped = {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+            self._capabilities = (connection, dumped)
+        return self._capabilities[1]
+
+    async def notice(self, call: SplicedCall, params: dict[str, Any]) -> bool:
+        """Forward an upstream's log message of ``call`` (the only call in flight there); False: not its."""
+        if self._by_host_id.get(call.host_id) is not call or self.front.calls.in_flight(call.tool.owner) != 1:
+            return False
+        line = log_notice_line(call, params)
+        if line is None:
+            return False
+        if line and not self.direct.try_write(line):  # b"": below the level the host set
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                if self._out is not None:
+                    await self._out.send(line)
+        return True
+
+    def _start_rounds(self, call: SplicedCall, first: dict[str, Any]) -> None:
+        scope = trio.CancelScope(deadline=call.deadline)  # the call's own tool_timeout_sec bounds the rounds too
+        self._rounds[call] = scope
+        self.front.exchanges.start_soon(self._run_rounds, call, first, scope)
+
+    async def _run_rounds(self, call: SplicedCall, first: dict[str, Any], scope: trio.CancelScope) -> None:
+        host_call = call.adopt()
+        if call.counted:  # from now on this task serves it (counted in flight by ``serving``)
+            self.front.calls.unspliced(call.tool.owner, call)
+            call.counted = False
+        try:
+            answer = await finish_rounds(
+                call, host_call, first, scope=scope, tracker=self.front.calls, shaped=self.restamp
+            )
+        finally:
+            del self._rounds[call]
+        if answer is None:
+            return  # the host cancelled the request: no answer is owed
+        outcome, message, failure = answer
+        if failure is not None:
+            self.front.note_call_failure(call.tool, type(failure).__name__, str(failure))
+        await self._answer_line(call, outcome, frame(message))
+        self.flush()  # a task of the exchange table is not a pump: nobody else flushes for it
+
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
-        """The upstream's result as this host must see it: a handshake-era host gets it as it came."""
+        """The upstream's result as this host must see it (ours, and edited in place: encoded at once and dropped).
+
+        A 2026-era host gets our ``serverInfo`` stamp and a ``resultType``; a
+        handshake-era host neither (a handshake-era upstream's result as it came).
+        """
         if self.handshake_version is not None:
-            return result
+            return handshake_shaped(result)
         if self._stamp is None:
             self._stamp = self.front.server.server_info_stamp
         return restamp(result, self._stamp)  # shared, not copied: the result is encoded at once and dropped
@@ -360,6 +437,10 @@ class HostSplice:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
         if self._promoted and (promotion := self._promoted.get(call)) is not None:
             promotion.settle(message)  # the exchange has it: the host's retry round gets it
+            return
+        result = message.get("result")
+        if call.log_level is not None and result is not None and result.get("resultType") == "input_required":
+            self._start_rounds(call, result)  # a handshake-era host cannot take it: its rounds run here
             return
         await self._answer_line(call, outcome, frame(message))
 

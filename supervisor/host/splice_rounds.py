@@ -1,4 +1,9 @@
-"""A spliced call whose handshake-era upstream asks its 2026-era host something: an exchange from then on (DESIGN I13).
+"""Input rounds and log messages of spliced calls between eras (DESIGN I13, issue 29).
+
+Two mixes of eras cross the wire splice (``host.splice``) with more than bytes
+to forward, and what they need is here.
+
+**A 2026-era host, a handshake-era upstream: promotion.**
 
 A 2026-era host's plain ``tools/call`` to a handshake-era stdio server crosses
 the wire splice (``host.splice``). Mid-call, such a server may send a
@@ -23,6 +28,16 @@ which cancels ``wait``, which abandons the upstream request with a courtesy
 cancel. ``tool_timeout_sec`` still bounds the upstream request: the splice's
 deadline task fails it, into the exchange.
 
+**A handshake-era host, a 2026-era upstream: rounds and log messages.**
+The request names the host's log level (the one it set, else ``debug``, as
+``HostCall.log_level``), so the upstream sends the call's log messages; the
+upstream's stdout pump hands them to ``HostSplice.notice`` in wire order
+(``log_notice_line``) while the call is the only one in flight there. An
+``input_required`` answer cannot go to such a host: ``finish_rounds`` runs the
+rounds in a task of the Front's exchange table, asking the host on its
+connection and retrying upstream on the SDK path, within the call's own
+deadline, and the host gets the end as its answer; a host's cancel ends them.
+
 Concurrency: ``settle`` and ``settle_failure`` run synchronously in the
 upstream's stdout pump (or the deadline task, or the transport's watcher);
 ``wait`` in the exchange's task. One ``trio.Event`` hands the outcome over.
@@ -30,6 +45,7 @@ upstream's stdout pump (or the deadline task, or the transport's watcher);
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -38,10 +54,13 @@ import mcp_types as types
 import outcome
 import trio
 from mcp import MCPError
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, SERVER_INFO_META_KEY
+from pydantic import ValidationError
 
+from supervisor.calls.attribution import CallTracker, HostCall, level_admits, named_for
 from supervisor.calls.results import CallOutcome
 from supervisor.errors import UpstreamError, UpstreamProtocolError, UpstreamTimeout, UpstreamUnavailable
+from supervisor.wire.codec import frame
 
 logger = logging.getLogger(__name__)
 
@@ -135,3 +154,71 @@ def first_round_answer(
         return "ok", message, None
     message["result"] = restamp(value)
     return ("tool_error" if value.get("isError") is True else "ok"), message, None
+
+
+def handshake_shaped(result: dict[str, Any]) -> dict[str, Any]:
+    """A wire result as a handshake-era host gets it (in place): no ``resultType``, no upstream ``serverInfo``."""
+    if result.get("resultType") == "complete":
+        del result["resultType"]
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
+        if rest:
+            result["_meta"] = rest
+        else:
+            del result["_meta"]
+    return result
+
+
+def log_notice_line(call: SplicedCall, params: dict[str, Any]) -> bytes | None:
+    """The framed notice of an upstream's log message for ``call``'s host; b"" if below its level; None if invalid."""
+    try:
+        log = types.LoggingMessageNotificationParams.model_validate(params)
+    except ValidationError:
+        return None
+    if call.log_level is None or not level_admits(call.log_level, log.level):
+        return b""
+    wire = named_for(call.tool.owner, log).model_dump(by_alias=True, mode="json", exclude_none=True)
+    return frame({"jsonrpc": "2.0", "method": "notifications/message", "params": wire})
+
+
+async def finish_rounds(
+    call: SplicedCall,
+    host_call: HostCall | None,
+    first: dict[str, Any],
+    *,
+    scope: trio.CancelScope,
+    tracker: CallTracker,
+    shaped: Callable[[dict[str, Any]], dict[str, Any]],
+) -> tuple[CallOutcome, dict[str, Any], UpstreamError | None] | None:
+    """Run a spliced call's input rounds to its end; the answer for its host, or None if the host cancelled.
+
+    Returns the outcome, the answer, and the ``UpstreamError`` it carries (for the failure warning).
+    """
+    server, name = call.tool.owner, call.tool.raw_name
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": call.host_id}
+    if host_call is None:  # the host left before its rounds began
+        return None
+    arguments = call.arguments if call.arguments_text is None else json.loads(bytes(call.arguments_text))
+    result: types.CallToolResult | None = None
+    try:
+        with scope, tracker.serving(host_call):
+            result = await call.actor.finish_input_rounds(name, arguments, first, host_call)
+    except MCPError as exc:
+        message["error"] = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return "rpc_error", message, None
+    except UpstreamError as exc:
+        message["result"] = shaped({"content": [{"type": "text", "text": str(exc)}], "isError": True})
+        return ("timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"), message, exc
+    if result is None:
+        if trio.current_time() < call.deadline:
+            return None  # cancelled by the host
+        text = (
+            f"server {server!r}: tool {name!r} did not answer within "
+            f"{call.deadline - call.started:g}s (tool_timeout_sec); the request was abandoned"
+        )
+        timeout = UpstreamTimeout(server, text)
+        message["result"] = shaped({"content": [{"type": "text", "text": text}], "isError": True})
+        return "timeout", message, timeout
+    message["result"] = shaped(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+    return ("tool_error" if result.is_error else "ok"), message, None

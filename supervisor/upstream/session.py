@@ -205,6 +205,40 @@ class Upstream:
             raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid result")
         return result
 
+    async def finish_input_rounds(
+        self, raw_name: str, arguments: dict[str, Any] | None, first: dict[str, Any], call: HostCall
+    ) -> types.CallToolResult:
+        """The rest of a call the wire splice sent, whose answer ``first`` is an input round (2026-era server).
+
+        Its host is handshake-era (``call``): the rounds are run here, as for a
+        call of ``call_tool``, each request asked of the host, and the retries sent
+        with the host's log level; the request that got ``first`` is not sent again.
+        """
+        session = self._client.session
+        first_round = types.InputRequiredResult.model_validate(first)
+
+        async def send(
+            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            if responses is None and state is None:
+                return first_round  # the splice's request: answered already
+            result = await session.call_tool(
+                raw_name,
+                arguments,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,
+                allow_input_required=True,
+            )
+            if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+                raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: unexpected result shape")
+            return result
+
+        result = await self._interactive(f"tools/call {raw_name}", call, send)
+        if not isinstance(result, types.CallToolResult):
+            raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: input rounds without an end")
+        return result
+
     async def get_prompt(
         self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None
     ) -> types.GetPromptResult | types.InputRequiredResult:

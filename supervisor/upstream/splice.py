@@ -28,7 +28,7 @@ from mcp import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 from supervisor.calls.results import CallOutcome, wire_result_shaped
-from supervisor.calls.splice import ID_PREFIX, LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
+from supervisor.calls.splice import ID_PREFIX, LINGER_FROM_CALLS, LINGER_SEC, SplicedCall, SpliceHost
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import Spans, frame, load, to_json
 from supervisor.wire.large import encode_ascii
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ID_MARK: Final = ID_PREFIX.encode()
+_EDITED: Final = ("_meta", "resultType")
+"""The result members the host half may edit (``SpliceHost.restamp``): replaced, added or left out."""
 MAX_HOST_TAILS: Final = 16
 """Distinct host capability sets whose request-line ends are kept (one stdio host: one)."""
 
@@ -200,6 +202,30 @@ class UpstreamSplice:
         self._drop_settled()
         return call, message, spans
 
+    async def deliver_notice(self, line: bytes) -> SpliceHost | None:
+        """Forward a log message of the one call in flight to its host, if it asked for them; None: not ours.
+
+        Written by the stdout pump in wire order, so the host has it before the
+        call's answer (a 2026-era upstream sends them only to a call whose request
+        named a level: a handshake-era host's, ``HostSplice``). Anything else, or
+        with more calls in flight, goes to the session as before.
+        """
+        if len(self._pending) != 1:
+            return None
+        call = next(iter(self._pending.values()))
+        if call.log_level is None:
+            return None
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or message.get("method") != "notifications/message" or "id" in message:
+            return None
+        params = message.get("params")
+        if not isinstance(params, dict) or not await call.host.notice(call, params):
+            return None
+        return call.host
+
     def _drop_settled(self) -> None:
         """Forget the settled calls at the head of the deadline queue.
 
@@ -285,6 +311,9 @@ class UpstreamSplice:
             text = f"server {self.server!r}: tools/call {call.tool.raw_name} returned an invalid result"
             await call.host.fail(call, "unavailable", "UpstreamProtocolError", text)
             return
+        if spans is not None and result.get("resultType") == "input_required":
+            result = json.loads(bytes(spans.text))["result"]  # an input round: read whole, like a small one
+            spans = None
         outcome: CallOutcome = "tool_error" if result.get("isError") is True else "ok"
         if call.trace is not None:
             call.trace.upstream_answered(outcome, result=result)
@@ -292,7 +321,8 @@ class UpstreamSplice:
         if spans is None:
             await call.host.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": restamped})
             return
-        edited: dict[str, Any] = {key: restamped[key] for key in ("_meta", "resultType") if key in restamped}
-        pieces = wire_large.answer_pieces(call.host_id, spans.text, spans.inner, edited)
+        edited: dict[str, Any] = {key: restamped[key] for key in _EDITED if key in restamped}
+        omitted = frozenset(key for key in _EDITED if key in spans.inner and key not in restamped)
+        pieces = wire_large.answer_pieces(call.host_id, spans.text, spans.inner, edited, omitted)
         if not call.host.answer_now(call, outcome, pieces):
             await call.host.answer_line(call, outcome, wire_large.join(pieces))

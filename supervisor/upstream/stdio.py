@@ -177,11 +177,16 @@ async def open_stdio_transport(
                 while (line := lines.next_line()) is not None:
                     if not line.strip():
                         continue
-                    if splice is not None and splice.expecting and (claimed := splice.claim(line)) is not None:
-                        if claimed[0].host not in answered:  # one host in practice: a short list
-                            answered.append(claimed[0].host)
-                        await splice.deliver(*claimed)
-                        continue
+                    if splice is not None and splice.expecting:
+                        if (claimed := splice.claim(line)) is not None:
+                            if claimed[0].host not in answered:  # one host in practice: a short list
+                                answered.append(claimed[0].host)
+                            await splice.deliver(*claimed)
+                            continue
+                        if b'"notifications/message"' in line and (host := await splice.deliver_notice(line)):
+                            if host not in answered:
+                                answered.append(host)
+                            continue
                     flush()  # before waiting on the session
                     if len(line) >= _SCREEN_LINES_FROM_BYTES:
                         line = screen_oversized_listing(line, settings.max_tools)

@@ -83,14 +83,23 @@ def request_pieces(request_id: str, name: str, arguments: memoryview, meta: dict
     ]  # fmt: skip
 
 
-def answer_pieces(request_id: str | int, text: memoryview, members: dict[str, Span], replace: dict[str, Any]) -> Pieces:
+def answer_pieces(
+    request_id: str | int,
+    text: memoryview,
+    members: dict[str, Span],
+    replace: dict[str, Any],
+    omit: frozenset[str] = frozenset(),
+) -> Pieces:
     """A framed answer whose ``result`` is ``members`` (slices of ``text``), ``replace``'s values instead or added.
 
-    Small pieces next to each other are joined, so a ``writev`` gets one piece per large member and a few around them.
+    Members named in ``omit`` are left out. Small pieces next to each other are
+    joined, so a ``writev`` gets one piece per large member and a few around them.
     """
     pieces: Pieces = []
     small: list[bytes] = [b'{"jsonrpc":"2.0","id":', _dumps(request_id), b',"result":{']
     for key, (_, start, end) in members.items():
+        if key in omit:
+            continue
         small += (_dumps(key), b":")
         if key in replace:
             small.append(_dumps(replace[key]))

@@ -114,14 +114,36 @@ async def _ignore(progress: float, total: float | None, message: str | None) -> 
     del progress, total, message
 
 
-async def test_a_handshake_era_hosts_call_to_a_2026_era_server_is_not_spliced(tmp_path: Path) -> None:
+async def test_a_handshake_era_hosts_calls_to_a_2026_era_server_cross_the_splice_with_its_logs_and_input_rounds(
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "fx.jsonl"
-    servers = {"fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log))}
+    recorder = Recorder(name="ada")
+    servers = {"fx": fixture_server("--fidelity", "--name", "fx", "--log", str(log))}
+    bare = Host()
     with trio.fail_after(BOUND_SEC):
-        async with open_host(write_settings(tmp_path, servers), "legacy") as host:
+        async with open_host(write_settings(tmp_path, servers), "legacy", **recorder.client_options(bare)) as host:
+            bare.on_message = host.on_message  # type: ignore[method-assign]
             await host.wait_tools(lambda names: "mcp__fx__echo" in names)
-            assert text_of(await host.call("mcp__fx__echo", {"text": "old host"})) == "old host"
-    assert not any(_spliced(i) for i in _call_ids(log, "echo"))
+            spliced = await host.call("mcp__fx__echo", {"text": "hi"})
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
+            # The host never set a level: it gets every log message of its call, as from the server itself.
+            assert text_of(await host.call("mcp__fx__log", {})) == "logged"
+            await recorder.wait_for(lambda: len(recorder.logs) == 4, what="four log messages")
+            # The server answers with input rounds; the host is asked on its own connection, mid-call.
+            assert text_of(await host.call("mcp__fx__sample", {"text": "hi"})) == "sampled: model of ada (ada-model)"
+            assert text_of(await host.call("mcp__fx__elicit", {})) == 'elicited: accept {"name": "ada"}'
+            assert text_of(await host.call("mcp__fx__roots", {})) == "roots: file:///work/project"
+    assert spliced.model_dump() == general.model_dump(), "no resultType, no upstream stamp: as the SDK path"
+    assert [(m.level, m.logger) for m in recorder.logs] == [
+        ("debug", "fx.fx"), ("info", "fx.fx"), ("warning", "fx.fx"), ("error", "fx.fx")
+    ]  # fmt: skip
+    assert recorder.samples == ["hi"] and recorder.elicitations == ["form"] and recorder.roots_asked == 1
+    first, second = _call_ids(log, "echo")
+    assert _spliced(first) and isinstance(second, int), (first, second)
+    assert [_spliced(i) for i in _call_ids(log, "log")] == [True]
+    for tool in ("sample", "elicit", "roots"):  # the first request on the splice, the round's retry by the SDK
+        assert [_spliced(i) for i in _call_ids(log, tool)] == [True, False], tool
 
 
 async def test_a_2026_era_hosts_calls_to_a_handshake_era_server_cross_the_splice_and_its_questions_are_input_rounds(
