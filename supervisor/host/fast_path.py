@@ -18,7 +18,7 @@ metrics, the per-call host context that attributes log notices, and a 2026
 does on the general path.
 
 Which calls it takes, and why the others go the general way (``call_next``),
-is the table in ``host.tool_calls``. ``FastToolCalls.taken``
+is the table in ``host.call_paths``. ``FastToolCalls.taken``
 counts each way, so tests can prove which path a call took.
 
 Concurrency: synchronous checks, then one awaited upstream call in the
@@ -29,18 +29,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from supervisor.host.call_paths import path_of, plain_call
+
 if TYPE_CHECKING:
     from supervisor.catalog.registry import RegisteredTool
     from supervisor.server_actor import ServerActor
-
-PLAIN_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
-"""Params keys a call may carry and still take the fast path (anything else goes the general way)."""
 
 Route = Callable[[str], "tuple[RegisteredTool, ServerActor] | None"]
 RunCall = Callable[
@@ -63,23 +62,6 @@ def restamp(result: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def fast_path_arguments(ctx: ServerRequestContext[Any, Any]) -> tuple[str, dict[str, Any] | None] | None:
-    """``(name, arguments)`` of a call the fast path can carry as far as the request goes, else None."""
-    params = ctx.params
-    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or not isinstance(params, dict):
-        return None
-    if not PLAIN_PARAMS.issuperset(params):
-        return None  # inputResponses, requestState, or something new: the general path
-    name = params.get("name")
-    arguments = params.get("arguments")
-    if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
-        return None
-    meta = params.get("_meta")
-    if meta is not None and (not isinstance(meta, dict) or meta.get("progressToken") is not None):
-        return None
-    return name, arguments
-
-
 class FastToolCalls:
     """Front middleware: eligible ``tools/call`` requests take the fast path, the rest ``call_next``.
 
@@ -99,15 +81,13 @@ class FastToolCalls:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/call":
             return await call_next(ctx)
-        plain = fast_path_arguments(ctx) if self.enabled else None
-        routed = self._route(plain[0]) if plain is not None else None
-        if plain is None or routed is None or not self._carries(*routed):
+        modern = self.enabled and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        plain = plain_call(ctx.params, handshake_host=False) if modern else None
+        routed = self._route(plain.name) if plain is not None else None
+        if path_of(plain, routed, stdio_host=False, handshake_host=not modern) != "fast":
             self.taken["general"] += 1
             return await call_next(ctx)
+        assert plain is not None and routed is not None
         self.taken["fast"] += 1
         tool, actor = routed
-        return await self._run_call(ctx, tool, actor, plain[1])
-
-    @staticmethod
-    def _carries(tool: RegisteredTool, actor: ServerActor) -> bool:
-        return tool.source.output_schema is None and actor.ready_upstream is not None
+        return await self._run_call(ctx, tool, actor, plain.arguments)

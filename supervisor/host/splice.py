@@ -1,17 +1,20 @@
-"""The stdio wire splice: a ``tools/call`` crossing as bytes, stdio host to stdio upstream (issue 11).
+"""The stdio wire splice: a ``tools/call`` crossing as bytes, stdio host to stdio upstream (issues 11, 29).
 
-Between a 2026-era host on our stdin/stdout and a 2026-era stdio upstream, a
+Between a host on our stdin/stdout and a stdio upstream, of either era each, a
 plain ``tools/call`` needs no SDK at all: the host's request line is parsed once
 (``json.loads``), routed, and written to the upstream's stdin with our own
-request id and our client's ``_meta`` envelope; the upstream's answer line is
-recognised by that id in its stdout pump before anything parses it as a
-message, and written to the host with the host's id, the ``serverInfo`` stamp
-replaced by ours (``host.fast_path.restamp``). No task is spawned, no channel is
-crossed and no model is built per call. What a call must keep is done here,
-with the same texts as the general path:
+request id (and, to a 2026-era upstream, our client's ``_meta`` envelope); the
+upstream's answer line is recognised by that id in its stdout pump before
+anything parses it as a message, and written to the host with the host's id,
+in the host's era's shape: a 2026-era host gets our ``serverInfo`` stamp and a
+``resultType`` (``host.fast_path.restamp``), a handshake-era host neither. No
+task is spawned, no channel is crossed and no model is built per call. Where
+the eras differ in more than shape (a server's questions mid-call, log levels,
+input rounds), ``host.splice_rounds`` does what the SDK path would. What a call
+must keep is done here, with the same texts as the general path:
 
 * routing and the shutdown refusal; a call the splice does not carry (the
-  table in ``host.tool_calls`` says which) is left to the SDK
+  table in ``host.call_paths`` says which) is left to the SDK
   (``HostSplice.on_line`` returns False), and so is anything that cannot be
   queued without waiting;
 * ``tool_timeout_sec``: each upstream's calls share one timeout, so deadlines
@@ -71,23 +74,23 @@ from mcp_types import (
     LOG_LEVEL_META_KEY,
     PROTOCOL_VERSION_META_KEY,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from outcome import Outcome
 
 from supervisor.calls.attribution import HostCall
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
-from supervisor.host.fast_path import PLAIN_PARAMS, restamp
+from supervisor.host.call_paths import path_of, plain_call
+from supervisor.host.fast_path import restamp
 from supervisor.host.splice_lists import list_answer
 from supervisor.host.splice_rounds import (
+    HandshakeRounds,
     Promotion,
-    finish_rounds,
+    declared_capabilities,
     first_round_answer,
     handshake_shaped,
     log_notice_line,
 )
-from supervisor.telemetry.conventions import TRACE_KEYS
-from supervisor.telemetry.spans import TELEMETRY, start_spliced_call, trace_carrier
+from supervisor.telemetry.spans import TELEMETRY, start_spliced_call
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import frame, load
 from supervisor.wire.pipes import DirectWrite
@@ -100,11 +103,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
-"""The 2026 per-request envelope: ours replaces the host's, as on the general path."""
-_TRACE_META_KEYS: Final = frozenset(TRACE_KEYS)
-_SPLICE_META_KEYS: Final = _ENVELOPE_KEYS | _TRACE_META_KEYS
-"""What a spliced call's ``_meta`` may hold: the envelope and trace context (SEP-414). Any other key: general path."""
 _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 """How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
 
@@ -115,42 +113,6 @@ class Tracker(Protocol):
     def track(self, request_id: str | int) -> None: ...
 
     def settle(self, request_id: str | int) -> None: ...
-
-
-def plain_call(params: Any, *, handshake: bool = False) -> tuple[str, dict[str, Any] | None] | None:
-    """``(name, arguments)`` of a ``tools/call`` the splice can carry, judged from its raw params.
-
-    ``handshake``: the host speaks a handshake era (its requests carry no envelope).
-    """
-    judged = _judge(params, handshake=handshake)
-    return None if judged is None else judged[:2]
-
-
-def _judge(params: Any, *, handshake: bool = False) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None] | None:
-    """``plain_call``, plus the host's trace-context keys of ``_meta`` (None: it has none, the usual case)."""
-    if not isinstance(params, dict) or not PLAIN_PARAMS.issuperset(params):
-        return None
-    meta = params.get("_meta")
-    carrier = None
-    if handshake:
-        # No envelope in this era: ``_meta`` is absent, or trace context alone.
-        if meta is not None:
-            if not isinstance(meta, dict) or not _TRACE_META_KEYS.issuperset(meta):
-                return None
-            carrier = trace_carrier(meta)
-    else:
-        if not isinstance(meta, dict):
-            return None
-        if not _ENVELOPE_KEYS.issuperset(meta):
-            if not _SPLICE_META_KEYS.issuperset(meta):
-                return None
-            carrier = trace_carrier(meta)
-        if meta.get(PROTOCOL_VERSION_META_KEY) not in MODERN_PROTOCOL_VERSIONS:
-            return None
-    name, arguments = params.get("name"), params.get("arguments")
-    if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
-        return None
-    return name, arguments, carrier
 
 
 @dataclass(eq=False)
@@ -170,9 +132,8 @@ class HostSplice:
     _out: MemoryObjectSendStream[Any] | None = None
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _promoted: dict[SplicedCall, Promotion] = field(default_factory=dict)
-    _rounds: dict[SplicedCall, trio.CancelScope] = field(default_factory=dict)
-    """Calls of a handshake-era host whose 2026-era upstream answered with an input round: their rounds' scopes."""
-    _capabilities: tuple[Connection, dict[str, Any]] | None = None
+    _rounds: HandshakeRounds = field(init=False)
+    """Calls of a handshake-era host whose 2026-era upstream answered with an input round: their rounds."""
     """Calls whose handshake-era upstream asked their 2026-era host something: their exchanges' (``adopt``)."""
     _stamp: dict[str, Any] | None = None
     _wire_stuck: bool = False
@@ -183,6 +144,9 @@ class HostSplice:
     handshake_version: str | None = None
     """The version a handshake-era host negotiated, set once the SDK has answered its ``initialize`` (by then
     the SDK has committed it); None for a 2026-era host. ``host.stdio`` reads it off the SDK's traffic."""
+
+    def __post_init__(self) -> None:
+        self._rounds = HandshakeRounds(self, self.front)
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
@@ -250,15 +214,15 @@ class HostSplice:
         if isinstance(host_id, bool) or not isinstance(host_id, str | int) or host_id in self._by_host_id:
             return False
         handshake = self.handshake_version is not None
-        plain = _judge(message.get("params"), handshake=handshake)
-        routed = self.front.route(plain[0]) if plain is not None else None
-        if plain is None or routed is None:
+        plain = plain_call(message.get("params"), handshake_host=handshake)
+        routed = self.front.route(plain.name) if plain is not None else None
+        if path_of(plain, routed, stdio_host=True, handshake_host=handshake) != "splice":
             return False
+        assert plain is not None and routed is not None
         tool, actor = routed
-        upstream = actor.ready_upstream if tool.source.output_schema is None else None
-        splice = upstream.splice if upstream is not None else None
-        if splice is None or not splice.ready:
-            return False
+        upstream = actor.ready_upstream
+        assert upstream is not None and upstream.splice is not None  # what "splice" means (``path_of``)
+        splice = upstream.splice
         # A handshake-era host's call to a 2026-era upstream: its log level goes with it, and an input
         # round is run here (``host.splice_rounds``), on the host's connection.
         connection = self.front.handshake_connection if handshake and splice.modern else None
@@ -268,25 +232,25 @@ class HostSplice:
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         if tool.transforms_arguments:
             # A transform renames, defaults or injects arguments: re-encoded, not the host's bytes.
-            arguments, arguments_text = tool.upstream_arguments(plain[1]), None
+            arguments, arguments_text = tool.upstream_arguments(plain.arguments), None
         else:
             arguments_span = spans.inner.get("arguments") if spans is not None else None
-            arguments = plain[1]
+            arguments = plain.arguments
             arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
-        carrier = plain[2]
+        carrier = plain.carrier
         meta = None
         host_meta = message["params"].get("_meta")
         # The host's own capabilities go to a 2026-era upstream, not ours (issue 30).
         if handshake:
-            capabilities = None if connection is None else self._capabilities_of(connection)
+            capabilities = None if connection is None else declared_capabilities(connection)
         else:
             capabilities = host_meta.get(CLIENT_CAPABILITIES_META_KEY)
         if TELEMETRY.on:
             call.trace = start_spliced_call(
-                plain[0], tool.raw_name, host_id, call.upstream_id, carrier,
+                plain.name, tool.raw_name, host_id, call.upstream_id, carrier,
                 server=actor.name, generation=actor.status.generation,
                 host_version=self.handshake_version if handshake else host_meta.get(PROTOCOL_VERSION_META_KEY),
-                upstream_version=actor.status.protocol_version, arguments=plain[1],
+                upstream_version=actor.status.protocol_version, arguments=plain.arguments,
             )  # fmt: skip
             meta = call.trace.upstream_meta(splice.envelope_for(capabilities), carrier)
         elif carrier is not None:
@@ -325,8 +289,7 @@ class HostSplice:
             call.upstream.abandon(call, "the host cancelled the request")
         if self._promoted and (promotion := self._promoted.get(call)) is not None and promotion.exchange is not None:
             promotion.exchange.scope.cancel()  # before its first round: the exchange ends with the request
-        if self._rounds and (rounds := self._rounds.get(call)) is not None:
-            rounds.cancel()  # its input rounds (and their upstream request) end with it
+        self._rounds.cancel(call)  # its input rounds, if any (and their upstream request), end with it
         call.done = True
         self._finish(call, "cancelled")
         return True
@@ -373,16 +336,8 @@ class HostSplice:
         outcome, message, failure = first_round_answer(call.host_id, result, self.restamp)
         if failure is not None and self._by_host_id.get(call.host_id) is call:
             self.front.note_call_failure(call.tool, type(failure).__name__, str(failure))
-        await self._answer_line(call, outcome, frame(message))
+        await self.write_answer(call, outcome, frame(message))
         self.flush()  # an exchange's task is not a pump: nobody else flushes for it
-
-    def _capabilities_of(self, connection: Connection) -> dict[str, Any]:
-        """What a handshake-era host declared at ``initialize``, as the envelope declares it (kept per connection)."""
-        if self._capabilities is None or self._capabilities[0] is not connection:
-            declared = connection.client_capabilities
-            dumped = {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
-            self._capabilities = (connection, dumped)
-        return self._capabilities[1]
 
     async def notice(self, call: SplicedCall, params: dict[str, Any]) -> bool:
         """Forward an upstream's log message of ``call`` (the only call in flight there); False: not its."""
@@ -396,30 +351,6 @@ class HostSplice:
                 if self._out is not None:
                     await self._out.send(line)
         return True
-
-    def _start_rounds(self, call: SplicedCall, first: dict[str, Any]) -> None:
-        scope = trio.CancelScope(deadline=call.deadline)  # the call's own tool_timeout_sec bounds the rounds too
-        self._rounds[call] = scope
-        self.front.exchanges.start_soon(self._run_rounds, call, first, scope)
-
-    async def _run_rounds(self, call: SplicedCall, first: dict[str, Any], scope: trio.CancelScope) -> None:
-        host_call = call.adopt()
-        if call.counted:  # from now on this task serves it (counted in flight by ``serving``)
-            self.front.calls.unspliced(call.tool.owner, call)
-            call.counted = False
-        try:
-            answer = await finish_rounds(
-                call, host_call, first, scope=scope, tracker=self.front.calls, shaped=self.restamp
-            )
-        finally:
-            del self._rounds[call]
-        if answer is None:
-            return  # the host cancelled the request: no answer is owed
-        outcome, message, failure = answer
-        if failure is not None:
-            self.front.note_call_failure(call.tool, type(failure).__name__, str(failure))
-        await self._answer_line(call, outcome, frame(message))
-        self.flush()  # a task of the exchange table is not a pump: nobody else flushes for it
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
         """The upstream's result as this host must see it (ours, and edited in place: encoded at once and dropped).
@@ -440,18 +371,19 @@ class HostSplice:
             return
         result = message.get("result")
         if call.log_level is not None and result is not None and result.get("resultType") == "input_required":
-            self._start_rounds(call, result)  # a handshake-era host cannot take it: its rounds run here
+            self._rounds.start(call, result)  # a handshake-era host cannot take it: its rounds run here
             return
-        await self._answer_line(call, outcome, frame(message))
+        await self.write_answer(call, outcome, frame(message))
 
     async def answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
         """Write the framed ``line`` to the host as the answer to ``call`` (unless the host cancelled it)."""
         if self._promoted and (promotion := self._promoted.get(call)) is not None:
             promotion.settle(json.loads(line))  # a large answer to a promoted call: rare, parsed whole
             return
-        await self._answer_line(call, outcome, line)
+        await self.write_answer(call, outcome, line)
 
-    async def _answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
+    async def write_answer(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
+        """Write ``line`` as the answer to ``call``'s own request, whatever its upstream half does with answers."""
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
         if self._out is not None and self.direct.try_write(line, partial(self._finish, call, outcome)):

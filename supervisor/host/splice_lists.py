@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Protocol
 
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from supervisor.host.call_paths import ENVELOPE_KEYS
 from supervisor.wire.codec import load
 
-_ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 _ABSENT: Final = object()
 """A request without ``params``."""
 
@@ -60,7 +60,7 @@ def _list_version(params: Any, handshake_version: str | None) -> str | None:
     if handshake_version is not None:
         return handshake_version if params is _ABSENT or params == {} else None
     meta = params.get("_meta") if isinstance(params, dict) and len(params) == 1 else None
-    if not isinstance(meta, dict) or not _ENVELOPE_KEYS.issuperset(meta):
+    if not isinstance(meta, dict) or not ENVELOPE_KEYS.issuperset(meta):
         return None
     version = meta.get(PROTOCOL_VERSION_META_KEY)
     return version if version in MODERN_PROTOCOL_VERSIONS else None

@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import mcp_types as types
 import outcome
@@ -65,8 +65,11 @@ from supervisor.wire.codec import frame
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from mcp.server.connection import Connection
+
     from supervisor.calls.splice import SplicedCall
-    from supervisor.host.exchanges import Exchange
+    from supervisor.catalog.registry import RegisteredTool
+    from supervisor.host.exchanges import Exchange, ExchangeTable
 
 _FAILURES: Final[dict[str, type[UpstreamError]]] = {
     "UpstreamTimeout": UpstreamTimeout,
@@ -222,3 +225,82 @@ async def finish_rounds(
         return "timeout", message, timeout
     message["result"] = shaped(result.model_dump(by_alias=True, mode="json", exclude_none=True))
     return ("tool_error" if result.is_error else "ok"), message, None
+
+
+_CAPABILITIES_STATE: Final = "mcp-supervisor/declared-capabilities"
+
+
+def declared_capabilities(connection: Connection) -> dict[str, Any]:
+    """What a handshake-era host declared at ``initialize``, as a 2026 envelope declares it (kept on the connection)."""
+    dumped = connection.state.get(_CAPABILITIES_STATE)
+    if dumped is None:
+        declared = connection.client_capabilities
+        dumped = {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+        connection.state[_CAPABILITIES_STATE] = dumped
+    return dumped
+
+
+class RoundsHost(Protocol):
+    """What the rounds need of the splice's host half (``HostSplice``)."""
+
+    def restamp(self, result: dict[str, Any]) -> dict[str, Any]: ...
+
+    def flush(self) -> None: ...
+
+    async def write_answer(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None: ...
+
+
+class RoundsFront(Protocol):
+    """What the rounds need of the Front (``host.front.Front``)."""
+
+    @property
+    def calls(self) -> CallTracker: ...
+
+    @property
+    def exchanges(self) -> ExchangeTable: ...
+
+    def note_call_failure(self, tool: RegisteredTool, kind: str, text: str) -> None: ...
+
+
+class HandshakeRounds:
+    """The input rounds of a handshake-era host's spliced calls to 2026-era upstreams, each in its own task.
+
+    ``start`` runs in the upstream's stdout pump (synchronous); each call's
+    rounds run in a task of the Front's exchange table, under a cancel scope
+    whose deadline is the call's own (``tool_timeout_sec``).
+    """
+
+    def __init__(self, host: RoundsHost, front: RoundsFront) -> None:
+        self._host = host
+        self._front = front
+        self._scopes: dict[SplicedCall, trio.CancelScope] = {}
+
+    def start(self, call: SplicedCall, first: dict[str, Any]) -> None:
+        """``call``'s upstream answered ``first``, an input round: run the rounds, then answer the host."""
+        scope = trio.CancelScope(deadline=call.deadline)
+        self._scopes[call] = scope
+        self._front.exchanges.start_soon(self._run, call, first, scope)
+
+    def cancel(self, call: SplicedCall) -> None:
+        """The host cancelled ``call``: its rounds (and their upstream request) end, unanswered."""
+        if self._scopes and (scope := self._scopes.get(call)) is not None:
+            scope.cancel()
+
+    async def _run(self, call: SplicedCall, first: dict[str, Any], scope: trio.CancelScope) -> None:
+        host_call = call.adopt()
+        if call.counted:  # from now on this task serves it (counted in flight by ``serving``)
+            self._front.calls.unspliced(call.tool.owner, call)
+            call.counted = False
+        try:
+            answer = await finish_rounds(
+                call, host_call, first, scope=scope, tracker=self._front.calls, shaped=self._host.restamp
+            )
+        finally:
+            del self._scopes[call]
+        if answer is None:
+            return  # the host cancelled the request: no answer is owed
+        outcome, message, failure = answer
+        if failure is not None:
+            self._front.note_call_failure(call.tool, type(failure).__name__, str(failure))
+        await self._host.write_answer(call, outcome, frame(message))
+        self._host.flush()  # a task of the exchange table is not a pump: nobody else flushes for it

@@ -1,33 +1,8 @@
-"""Which path a host's ``tools/call`` takes, and the code that runs it on the SDK and fast paths (issue 11).
+"""The code that runs a host's ``tools/call`` on the SDK path and on the fast path (issue 11).
 
-A call takes the first path of this table whose every condition it meets.
-The checks are ``host.splice.plain_call`` and ``HostSplice._take_call`` (splice),
-``host.fast_path.fast_path_arguments`` and ``FastToolCalls._carries`` (fast
-path); the SDK path takes the rest. ``tests/host/test_tool_call_paths.py``
-pins each row.
-
-1. **splice** (``host.splice`` → ``upstream.splice``), when all of these hold:
-   a stdio host; ``params`` has only ``name``, ``arguments`` and ``_meta``;
-   ``_meta`` is the 2026 envelope, plus at most trace context (``traceparent``,
-   ``tracestate``, ``baggage``), and names a 2026 version (so no progress token
-   and no log level); the name is routed now; the tool has no
-   ``outputSchema``; the server's generation is 2026-era over stdio with its
-   splice ready; the request can be queued without waiting; not shutting down.
-   Saves the SDK on both sides: no task, no channel, no model per call.
-2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
-   a 2026-era host, over either front; ``params`` has only ``name``,
-   ``arguments`` and ``_meta`` (any keys, trace context included); no progress
-   token; the name is routed now; no
-   ``outputSchema``; the server's generation is 2026-era and ready
-   (``ServerActor.wire_upstream``), over any transport. Saves the SDK's models
-   of the request and result.
-3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
-   * a handshake-era host or upstream: results differ in shape between eras;
-   * a progress token: the upstream's notices need a token of ours;
-   * ``inputResponses`` or ``requestState``: an input round;
-   * an ``outputSchema``: the SDK validates structured content against it;
-   * a name not routed yet: only this path waits for the first attempts;
-   * params of an unexpected shape: the SDK reports the validation error.
+Which path a call takes is decided in one place, ``host.call_paths`` (its
+table says which calls take the splice, which the fast path, and which the SDK
+path, and why); ``tests/host/test_tool_call_paths.py`` pins each row.
 
 Every path keeps what a call must keep, with the same texts: routing through
 the Registry, the shutdown refusal, ``tool_timeout_sec``, error translation (an

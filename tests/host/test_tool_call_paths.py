@@ -1,10 +1,11 @@
-"""The table in ``supervisor.host.tool_calls``: which ``tools/call`` takes the splice, the fast path or the SDK path.
+"""The table in ``supervisor.host.call_paths``: which ``tools/call`` takes the splice, the fast path or the SDK path.
 
-One case per condition of each row, in-process: the splice's checks
-(``plain_call`` and ``HostSplice.on_line``) and the fast path's
-(``fast_path_arguments`` and ``FastToolCalls``). The end-to-end proofs that each
-path carries a call like the others are in ``test_wire_splice.py`` and
-``test_fast_path.py``.
+``test_the_one_decision_…`` pins the decision itself (``plain_call`` and
+``path_of``) for every era pair, front and transport; the tests after it hold
+its two users to it, one case per condition of each row, in-process: the
+splice (``HostSplice.on_line``) and the fast path (``FastToolCalls``). The
+end-to-end proofs that each path carries a call like the others are in
+``test_wire_splice.py`` and ``test_fast_path.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from supervisor.catalog.registry import Registry
 from supervisor.catalog.transforms import compile_transforms
 from supervisor.config.transforms import ToolTransformSettings
+from supervisor.host.call_paths import path_of, plain_call
 from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.splice import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
@@ -43,6 +45,62 @@ def _tool(output_schema: dict[str, Any] | None = None) -> Any:
     return SimpleNamespace(
         raw_name="echo", owner="fx", source=SimpleNamespace(output_schema=output_schema), transforms_arguments=False
     )
+
+
+BARE: dict[str, Any] = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}}
+"""A handshake-era host's plain call: no envelope."""
+
+
+def _generation(*, stdio: bool = True, ready: bool = True) -> Any:
+    """A ready generation of either era (the era does not decide the path): over stdio with a splice, or not."""
+    return SimpleNamespace(splice=SimpleNamespace(ready=ready) if stdio else None)
+
+
+def _routed(generation: Any = None, output_schema: dict[str, Any] | None = None) -> Any:
+    return (_tool(output_schema), SimpleNamespace(ready_upstream=generation))
+
+
+DECISIONS = [
+    # (host era, front, params, routed, path)
+    ("2026", "stdio", PLAIN, _routed(_generation()), "splice"),
+    ("handshake", "stdio", BARE, _routed(_generation()), "splice"),
+    ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
+    ("handshake", "stdio", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
+    ("2026", "http", PLAIN, _routed(_generation()), "fast"),
+    ("2026", "stdio", PLAIN, _routed(_generation(stdio=False)), "fast"),
+    ("2026", "stdio", PLAIN, _routed(_generation(ready=False)), "fast"),
+    ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}},
+     _routed(_generation()), "fast"),
+    ("handshake", "http", BARE, _routed(_generation()), "sdk"),
+    ("handshake", "stdio", BARE, _routed(_generation(stdio=False)), "sdk"),
+    ("handshake", "stdio", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
+     _routed(_generation()), "sdk"),
+    ("handshake", "stdio", {**BARE, "_meta": ENVELOPE}, _routed(_generation()), "sdk"),
+    ("2026", "stdio", {"name": "mcp__fx__echo"}, _routed(_generation()), "fast"),
+    ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, PROTOCOL_VERSION_META_KEY: HANDSHAKE}},
+     _routed(_generation()), "fast"),
+    ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "progressToken": 1}}, _routed(_generation()), "sdk"),
+    ("handshake", "stdio", {**BARE, "_meta": {"progressToken": 1}}, _routed(_generation()), "sdk"),
+    ("2026", "stdio", {**PLAIN, "requestState": "s"}, _routed(_generation()), "sdk"),
+    ("2026", "stdio", {**PLAIN, "arguments": [1]}, _routed(_generation()), "sdk"),
+    ("2026", "stdio", {**PLAIN, "name": 7}, _routed(_generation()), "sdk"),
+    ("2026", "stdio", PLAIN, None, "sdk"),
+    ("2026", "stdio", PLAIN, _routed(None), "sdk"),
+    ("2026", "stdio", PLAIN, _routed(_generation(), output_schema={"type": "object"}), "sdk"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("era", "front", "params", "routed", "path"), DECISIONS)
+def test_the_one_decision_names_the_path_of_every_call_for_every_era_pair_front_and_transport(
+    era: str, front: str, params: dict[str, Any], routed: Any, path: str
+) -> None:
+    handshake = era == "handshake"
+    plain = plain_call(params, handshake_host=handshake)
+    assert path_of(plain, routed, stdio_host=front == "stdio", handshake_host=handshake) == path
+    if plain is not None:
+        assert plain.name == params["name"] and plain.arguments == params.get("arguments")
+        carrier = {k: v for k, v in (params.get("_meta") or {}).items() if k == "traceparent"}
+        assert plain.carrier == (carrier or None) or not plain.spliceable
 
 
 class _Front(SpliceFront):
@@ -149,7 +207,7 @@ FAST_CASES = [
 async def test_the_fast_path_takes_exactly_the_calls_its_row_names_and_the_sdk_path_the_rest(
     ctx: Any, change: dict[str, Any], path: str
 ) -> None:
-    actor = SimpleNamespace(ready_upstream=change.get("ready_upstream", object()))
+    actor = SimpleNamespace(ready_upstream=change.get("ready_upstream", SimpleNamespace(splice=None)))
     front = _Front((_tool(change.get("output_schema")), actor))
     taken: list[str] = []
 

@@ -26,7 +26,6 @@ from mcp import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor.calls.splice import ID_PREFIX
-from supervisor.host.splice import plain_call
 from supervisor.wire.codec import frame
 from supervisor.wire.frames import LineBuffer
 from tests.fidelity_host import Recorder
@@ -431,16 +430,3 @@ async def test_a_handshake_era_hosts_first_page_list_is_answered_on_the_splice_i
 def test_a_spliced_line_keeps_non_ascii_text_as_utf8_and_escapes_only_what_utf8_cannot_hold() -> None:
     assert frame({"text": "d\u00e9j\u00e0 \U0001f600"}) == '{"text":"d\u00e9j\u00e0 \U0001f600"}\n'.encode()
     assert frame({"text": "\u00e9\ud800"}) == b'{"text":"\\u00e9\\ud800"}\n'
-
-
-def test_only_plain_2026_calls_whose_meta_is_the_envelope_are_spliceable() -> None:
-    assert plain_call({"name": "t", "arguments": {"a": 1}, "_meta": ENVELOPE}) == ("t", {"a": 1})
-    assert plain_call({"name": "t", "_meta": ENVELOPE}) == ("t", None)
-    assert plain_call({"name": "t"}) is None, "no envelope: a handshake-era host"
-    handshake = {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}
-    assert plain_call({"name": "t", "_meta": handshake}) is None
-    assert plain_call({"name": "t", "_meta": {**ENVELOPE, "progressToken": 1}}) is None
-    assert plain_call({"name": "t", "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}}) is None
-    assert plain_call({"name": "t", "_meta": ENVELOPE, "requestState": "s"}) is None
-    assert plain_call({"name": "t", "arguments": [1], "_meta": ENVELOPE}) is None
-    assert plain_call({"name": 7, "_meta": ENVELOPE}) is None

@@ -1,0 +1,124 @@
+"""Which way a host's ``tools/call`` goes: the splice, the fast path or the SDK path. One decision, here (issue 29).
+
+A call takes the first path of this table whose every condition it meets.
+``plain_call`` reads the request and ``path_of`` decides; the wire splice
+(``HostSplice._take_call``, before the SDK has parsed the line) takes a call
+only when ``path_of`` says ``"splice"``, the fast path (``FastToolCalls``, a
+Front middleware) when it says ``"fast"`` (a call the splice could not queue
+at once reaches the middleware too, and is ``"fast"`` there), and the SDK path
+takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
+
+1. **splice** (``host.splice`` → ``upstream.splice``), when all of these hold:
+   a stdio host, of either era; ``params`` has only ``name``, ``arguments``
+   and ``_meta``; ``_meta`` holds the 2026 envelope naming a 2026 version (a
+   2026-era host) or nothing (a handshake-era host), plus at most trace context
+   (``traceparent``, ``tracestate``, ``baggage``): so no progress token and no
+   log level of the host's own; the name is routed now; the tool has no
+   ``outputSchema``; the server's generation is ready, over stdio, of either
+   era; the request can be queued without waiting; not shutting down. Saves
+   the SDK on both sides: no task, no channel, no model per call. Between eras
+   the splice does what the SDK path would (``host.splice_rounds``): a
+   handshake-era upstream's questions to a 2026-era host become input rounds
+   (the call is promoted to an exchange); a handshake-era host's call to a
+   2026-era upstream names the host's log level, gets its log messages in wire
+   order and its input rounds run in the sidecar; results take the host's
+   era's shape.
+2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
+   a 2026-era host, over either front; ``params`` as for the splice, but
+   ``_meta`` may hold anything but a progress token (a log level included);
+   the name is routed now; no ``outputSchema``; the server's generation is
+   ready, of either era, over any transport. Saves the SDK's models of the
+   request and result. Streamable HTTP takes this path at best: its front and
+   its upstreams are the SDK's transports.
+3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
+   * a handshake-era host over HTTP: the SDK serves its era's shapes there;
+   * a progress token: the upstream's notices need a token of ours;
+   * ``inputResponses`` or ``requestState``: an input round's retry;
+   * an ``outputSchema``: the SDK validates structured content against it;
+   * a name not routed yet: only this path waits for the first attempts;
+   * params of an unexpected shape: the SDK reports the validation error.
+
+Pure functions: no I/O, no state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from supervisor.telemetry.conventions import TRACE_KEYS
+from supervisor.telemetry.spans import trace_carrier
+
+if TYPE_CHECKING:
+    from supervisor.catalog.registry import RegisteredTool
+    from supervisor.server_actor import ServerActor
+
+Path = Literal["splice", "fast", "sdk"]
+
+PLAIN_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
+"""Params keys a call may carry and still take the splice or the fast path."""
+ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+"""The 2026 per-request envelope: ours replaces the host's upstream, as on the SDK path."""
+_TRACE_META_KEYS: Final = frozenset(TRACE_KEYS)
+_SPLICE_META_KEYS: Final = ENVELOPE_KEYS | _TRACE_META_KEYS
+
+
+@dataclass(slots=True)
+class PlainCall:
+    """A ``tools/call`` whose params are plain: what the splice and the fast path need of it."""
+
+    name: str
+    arguments: dict[str, Any] | None
+    carrier: dict[str, Any] | None
+    """The host's trace-context keys of ``_meta`` (None: it has none, the usual case)."""
+    spliceable: bool
+    """Whether ``_meta`` holds only what the splice forwards (the envelope and trace context)."""
+
+
+def plain_call(params: Any, *, handshake_host: bool) -> PlainCall | None:
+    """``params`` of a call as the splice and fast path read them; None: only the SDK path can take it.
+
+    ``handshake_host``: the host speaks a handshake era (its requests carry no envelope).
+    """
+    if not isinstance(params, dict) or not PLAIN_PARAMS.issuperset(params):
+        return None  # inputResponses, requestState, or something new
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+        return None
+    meta = params.get("_meta")
+    if meta is None:
+        return PlainCall(name, arguments, None, handshake_host)
+    if not isinstance(meta, dict) or meta.get("progressToken") is not None:
+        return None
+    if handshake_host:
+        spliceable = _TRACE_META_KEYS.issuperset(meta)
+    elif ENVELOPE_KEYS.issuperset(meta):  # the usual 2026 call: nothing else to look at
+        return PlainCall(name, arguments, None, meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS)
+    else:
+        spliceable = (
+            _SPLICE_META_KEYS.issuperset(meta) and meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS
+        )
+    return PlainCall(name, arguments, trace_carrier(meta) if spliceable else None, spliceable)
+
+
+def path_of(
+    call: PlainCall | None,
+    routed: tuple[RegisteredTool, ServerActor] | None,
+    *,
+    stdio_host: bool,
+    handshake_host: bool,
+) -> Path:
+    """The path of the table above for ``call`` (``plain_call``), routed to ``routed`` (None: not routed now)."""
+    if call is None or routed is None:
+        return "sdk"
+    tool, actor = routed
+    upstream = actor.ready_upstream if tool.source.output_schema is None else None
+    if upstream is None:
+        return "sdk"
+    splice = upstream.splice
+    if stdio_host and call.spliceable and splice is not None and splice.ready:
+        return "splice"
+    return "sdk" if handshake_host else "fast"
