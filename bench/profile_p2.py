@@ -18,9 +18,20 @@ from pathlib import Path
 from typing import Final
 
 import trio
+from mcp.client.client import ConnectMode
 
 from bench.call_path import CONCURRENCY, _argv, _warm_up
-from bench.harness import cpu_sec, open_host, reap_marked, summarize_samples
+from bench.harness import (
+    BENCH_MARK_ENV,
+    bench_mark,
+    cpu_sec,
+    fixture_server,
+    open_host,
+    reap_marked,
+    sidecar_argv,
+    summarize_samples,
+    write_settings,
+)
 
 RATE_HZ: Final = 997
 INTEREST: Final = {
@@ -44,13 +55,19 @@ INTEREST: Final = {
 }
 
 
-async def _main(seconds: float, out: Path, text_bytes: int, concurrency: int) -> None:
+async def _main(args: argparse.Namespace) -> None:
+    seconds, out, text_bytes, concurrency = args.seconds, args.out, args.text_bytes, args.concurrency
+    mode: ConnectMode = args.mode
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     calls = 0
     with tempfile.TemporaryDirectory() as tmp:
         argv = _argv("sidecar", Path(tmp), Path(tmp) / "sidecar.jsonl")
+        if args.legacy_upstream:  # an era pair of bench.call_pairs: the fixture speaks only the handshake era
+            fixture = fixture_server("--tools", "echo", "--legacy-only", env={BENCH_MARK_ENV: bench_mark()})
+            config = write_settings(Path(tmp) / "pair.toml", {"fx": fixture}, supervisor={"log_level": "warning"})
+            argv = sidecar_argv(config)
         try:
-            async with open_host(argv, mode="auto") as host:
+            async with open_host(argv, mode=mode) as host:
                 with trio.fail_after(60):
                     await _warm_up(host, "mcp__fx__echo")
                 pid = host.process.pid
@@ -90,11 +107,13 @@ def main() -> None:
     parser.add_argument("--summarize", action="store_true", help="only summarize an existing --out file")
     parser.add_argument("--text-bytes", type=int, default=1, help="size of the echoed text (1 MB: large results)")
     parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
+    parser.add_argument("--mode", choices=("auto", "legacy"), default="auto", help="the host's era (legacy: handshake)")
+    parser.add_argument("--legacy-upstream", action="store_true", help="the fixture speaks only the handshake era")
     args = parser.parse_args()
     if args.summarize:
         summarize_samples(args.out, INTEREST)
         return
-    trio.run(_main, args.seconds, args.out, args.text_bytes, args.concurrency)
+    trio.run(_main, args)
 
 
 if __name__ == "__main__":
