@@ -1,0 +1,92 @@
+"""p2's small calls, this checkout's sidecar against another's: ``python -m bench.ab_calls --against CHECKOUT``.
+
+A full ``p2`` run compares the sidecar with direct; whether a change moved the
+sidecar itself is easier to read side by side with the code before it, in one
+run on one box. This starts this checkout's sidecar and ``CHECKOUT``'s (each
+over its own fixture ``--tools echo``, both 2026-era hosts unless ``--mode
+legacy``, the fixture handshake-only with ``--legacy-upstream``) and alternates
+rounds between them, who goes first rotating: ``--c1`` sequential calls, then
+``--c32`` calls 32 at a time. It prints, per variant, the median c1 p50 latency,
+the median c32 calls/s and the sidecar's CPU per call over every round
+(``/proc/<pid>/stat``, the robust figure), and the ratios after / before.
+Not part of ``python -m bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import trio
+
+from bench.call_measure import CONCURRENCY, TOOL, _measure_concurrent, _warm_up
+from bench.harness import (
+    BENCH_MARK_ENV,
+    bench_mark,
+    cpu_sec,
+    fixture_server,
+    median,
+    open_host,
+    percentile,
+    reap_marked,
+    sidecar_argv,
+    sidecar_argv_from,
+    write_settings,
+)
+
+
+async def _main(args: argparse.Namespace) -> None:
+    variants = {"after": sidecar_argv, "before": sidecar_argv_from(args.against.resolve())}
+    fixture_args = ["--tools", "echo", *(["--legacy-only"] if args.legacy_upstream else [])]
+    p50: dict[str, list[float]] = {v: [] for v in variants}
+    cps: dict[str, list[float]] = {v: [] for v in variants}
+    cpu = dict.fromkeys(variants, 0.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            async with AsyncExitStack() as stack:
+                hosts = {}
+                for name, argv_of in variants.items():
+                    server = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
+                    config = write_settings(
+                        Path(tmp) / f"{name}.toml", {"fx": server}, supervisor={"log_level": "warning"}
+                    )
+                    hosts[name] = await stack.enter_async_context(open_host(argv_of(config), mode=args.mode))
+                    await _warm_up(hosts[name], TOOL["sidecar"])
+                order = list(variants)
+                for round_index in range(args.rounds):
+                    for name in order[round_index % 2 :] + order[: round_index % 2]:
+                        host = hosts[name]
+                        before = cpu_sec(host.pid)
+                        latencies = []
+                        for _ in range(args.c1):
+                            started = trio.current_time()
+                            await host.session.call_tool(TOOL["sidecar"], {"text": "x"})
+                            latencies.append(trio.current_time() - started)
+                        p50[name].append(percentile(latencies, 0.5) * 1000)
+                        cps[name].append(await _measure_concurrent(host, TOOL["sidecar"], args.c32, CONCURRENCY))
+                        cpu[name] += cpu_sec(host.pid) - before
+        finally:
+            await reap_marked("ab_calls")
+    calls = args.rounds * (args.c1 + args.c32)
+    figures = {name: (median(p50[name]), median(cps[name]), cpu[name] / calls * 1e6) for name in variants}
+    for name, (latency, rate, cpu_us) in figures.items():
+        print(f"  {name:6}  c1 p50 {latency:.3f} ms   c32 {rate:.0f} calls/s   sidecar CPU {cpu_us:.1f} us/call")
+    (la, ra, ca), (lb, rb, cb) = figures["after"], figures["before"]
+    print(f"  after/before: c1 p50 {la / lb:.3f}   c32 {ra / rb:.3f}   CPU per call {ca / cb:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ab_calls", description=__doc__)
+    parser.add_argument("--against", type=Path, required=True, help="the other checkout (the code before)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--c1", type=int, default=300)
+    parser.add_argument("--c32", type=int, default=3200)
+    parser.add_argument("--mode", choices=("auto", "legacy"), default="auto", help="the hosts' era")
+    parser.add_argument("--legacy-upstream", action="store_true", help="the fixtures speak only the handshake era")
+    trio.run(_main, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
