@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from mcp_types import SERVER_INFO_META_KEY
+from mcp_types.methods import serialize_server_result
+from pydantic import BaseModel
 
 CallOutcome = Literal["ok", "tool_error", "rpc_error", "unavailable", "timeout", "cancelled"]
 """How one host ``tools/call`` ended, as metrics count it."""
@@ -36,3 +38,15 @@ def strip_server_stamp(result: Any) -> Any:
         rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
         return result.model_copy(update={"meta": rest or None})
     return result
+
+
+def sieved(method: str, version: str, result: BaseModel) -> dict[str, Any]:
+    """``result`` in the wire shape of ``version``, as the SDK's server sieves a handler's result.
+
+    For results the sidecar writes itself (the fast path's and the splice's input
+    rounds, a spliced call's input rounds run for a handshake-era host): fields
+    ``version`` lacks are dropped (a 2026 input request has no ``elicitationId``,
+    a handshake result no ``resultType``).
+    """
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return serialize_server_result(method, version, dumped)

@@ -333,7 +333,8 @@ class HostSplice:
 
     async def answer_round(self, call: SplicedCall, result: Outcome[Any]) -> None:
         """Answer a promoted call's original request with its exchange's first round (``host.splice_rounds``)."""
-        outcome, message, failure = first_round_answer(call.host_id, result, self.restamp)
+        version = str((call.host_meta or {}).get(PROTOCOL_VERSION_META_KEY))  # a 2026 version (``plain_call``)
+        outcome, message, failure = first_round_answer(call.host_id, result, self.restamp, version)
         if failure is not None and self._by_host_id.get(call.host_id) is call:
             self.front.note_call_failure(call.tool, type(failure).__name__, str(failure))
         await self.write_answer(call, outcome, frame(message))

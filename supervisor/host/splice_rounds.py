@@ -58,7 +58,7 @@ from mcp_types import INTERNAL_ERROR, SERVER_INFO_META_KEY
 from pydantic import ValidationError
 
 from supervisor.calls.attribution import CallTracker, HostCall, level_admits, named_for
-from supervisor.calls.results import CallOutcome
+from supervisor.calls.results import CallOutcome, sieved
 from supervisor.errors import UpstreamError, UpstreamProtocolError, UpstreamTimeout, UpstreamUnavailable
 from supervisor.wire.codec import frame
 
@@ -131,7 +131,10 @@ class Promotion:
 
 
 def first_round_answer(
-    host_id: str | int, result: outcome.Outcome[Any], restamp: Callable[[dict[str, Any]], dict[str, Any]]
+    host_id: str | int,
+    result: outcome.Outcome[Any],
+    restamp: Callable[[dict[str, Any]], dict[str, Any]],
+    version: str,
 ) -> tuple[CallOutcome, dict[str, Any], UpstreamError | None]:
     """The answer to a promoted call's original request, from its exchange's first round.
 
@@ -153,7 +156,7 @@ def first_round_answer(
         message["error"] = {"code": INTERNAL_ERROR, "message": f"internal error: {exc!r}"}
         return "rpc_error", message, None
     if isinstance(value, types.InputRequiredResult):
-        message["result"] = restamp(value.model_dump(by_alias=True, mode="json", exclude_none=True))
+        message["result"] = restamp(sieved("tools/call", version, value))  # the host's ``version``'s shape
         return "ok", message, None
     message["result"] = restamp(value)
     return ("tool_error" if value.get("isError") is True else "ok"), message, None
@@ -193,6 +196,7 @@ async def finish_rounds(
     scope: trio.CancelScope,
     tracker: CallTracker,
     shaped: Callable[[dict[str, Any]], dict[str, Any]],
+    version: str,
 ) -> tuple[CallOutcome, dict[str, Any], UpstreamError | None] | None:
     """Run a spliced call's input rounds to its end; the answer for its host, or None if the host cancelled.
 
@@ -223,7 +227,7 @@ async def finish_rounds(
         timeout = UpstreamTimeout(server, text)
         message["result"] = shaped({"content": [{"type": "text", "text": text}], "isError": True})
         return "timeout", message, timeout
-    message["result"] = shaped(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+    message["result"] = shaped(sieved("tools/call", version, result))
     return ("tool_error" if result.is_error else "ok"), message, None
 
 
@@ -242,6 +246,8 @@ def declared_capabilities(connection: Connection) -> dict[str, Any]:
 
 class RoundsHost(Protocol):
     """What the rounds need of the splice's host half (``HostSplice``)."""
+
+    handshake_version: str | None
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -293,8 +299,9 @@ class HandshakeRounds:
             call.counted = False
         try:
             answer = await finish_rounds(
-                call, host_call, first, scope=scope, tracker=self._front.calls, shaped=self._host.restamp
-            )
+                call, host_call, first, scope=scope, tracker=self._front.calls, shaped=self._host.restamp,
+                version=self._host.handshake_version or "",
+            )  # fmt: skip
         finally:
             del self._scopes[call]
         if answer is None:

@@ -31,7 +31,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp_types import URL_ELICITATION_REQUIRED
 
 from supervisor.calls.attribution import HostCall
-from supervisor.calls.results import CallOutcome
+from supervisor.calls.results import CallOutcome, sieved
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.errors import UpstreamError, UpstreamTimeout
 from supervisor.host.fast_path import restamp
@@ -138,7 +138,11 @@ class ToolCalls:
             return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
 
         result: Any = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
-        return self._finished(result)
+        finished = self._finished(result)
+        if isinstance(finished, dict):
+            return finished
+        # A model here is the SDK's to sieve, but the fast path short-circuits the SDK's serialization.
+        return restamp(sieved("tools/call", ctx.protocol_version, finished), self._front.server.server_info_stamp)
 
     def _finished(self, result: Any) -> ToolCallResult:
         """What the host gets: an error result for an ``UpstreamError``'s text, a wire result restamped.

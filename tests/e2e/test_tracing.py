@@ -108,10 +108,17 @@ async def _one_trace(receiver: OtlpReceiver, *, host_transport: str, scope: str)
     assert CANARY not in "".join(s.raw for s in receiver.spans if s.service == "mcp-supervisor")
 
 
+async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
+    del progress, total, message
+
+
 async def test_I18_the_sdk_path_carries_a_handshake_era_hosts_trace_to_a_real_upstream(tmp_path: Path) -> None:
     with trio.fail_after(BOUND_SEC):
         async with _stdio_host(tmp_path, "legacy") as (host, receiver):
-            await host.session.call_tool(ECHO, {"text": f"{CANARY}-argument"}, meta=HOST_META)
+            # A progress token keeps the call on the SDK path (a plain one would cross the splice).
+            await host.session.call_tool(
+                ECHO, {"text": f"{CANARY}-argument"}, meta=HOST_META, progress_callback=_no_progress
+            )
             await _one_trace(receiver, host_transport="pipe", scope=SDK_TRACER_NAME)
 
 
@@ -149,12 +156,15 @@ async def test_I18_the_fast_path_carries_an_http_hosts_trace_to_a_real_upstream_
 async def test_I18_a_timeout_an_error_answer_and_a_lost_upstream_each_have_an_error_type(
     tmp_path: Path, mode: ConnectMode
 ) -> None:
+    # The handshake-era host's calls carry a progress token: the SDK path (else they cross the splice too).
+    progress: dict[str, Any] = {} if mode == "auto" else {"progress_callback": _no_progress}
     with trio.fail_after(BOUND_SEC):
         async with _stdio_host(tmp_path, mode, tool_timeout_sec=scaled(1)) as (host, receiver):
-            assert (await host.session.call_tool("mcp__fx__slow", {"seconds": 30}, meta=HOST_META)).is_error
+            slow = await host.session.call_tool("mcp__fx__slow", {"seconds": 30}, meta=HOST_META, **progress)
+            assert slow.is_error
             with pytest.raises(MCPError):
-                await host.session.call_tool("mcp__fx__invalid_params", {}, meta=HOST_META)
-            assert (await host.session.call_tool("mcp__fx__crash", {}, meta=HOST_META)).is_error
+                await host.session.call_tool("mcp__fx__invalid_params", {}, meta=HOST_META, **progress)
+            assert (await host.session.call_tool("mcp__fx__crash", {}, meta=HOST_META, **progress)).is_error
 
             def ended(name: str) -> bool:
                 return bool(_ours(receiver, name, "SPAN_KIND_CLIENT"))
