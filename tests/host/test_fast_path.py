@@ -135,9 +135,13 @@ async def test_a_2026_era_hosts_call_to_a_handshake_era_server_takes_the_fast_pa
             elicited = await served.client.call_tool("mcp__fx__elicit", {})
             assert text_of(elicited) == 'elicited: accept {"name": "ada"}'
             assert served.front.fast_calls.taken["fast"] == 2, "the first round on the fast path"
+            # The round is the sidecar's to shape for the host's era: a 2026 input request has no elicitationId.
+            await served.client.call_tool("mcp__fx__elicit_url", {})
+            asked = recorder.elicit_params[-1]
+            assert isinstance(asked, types.ElicitRequestURLParams) and asked.elicitation_id is None
             served.front.fast_calls.enabled = False
             general = await served.client.call_tool(ECHO, {"text": "old server"})
-    assert recorder.elicitations == ["form"]
+    assert recorder.elicitations == ["form", "url"]
     assert _comparable(fast) == _comparable(general)
     assert fast.meta is not None and general.meta is not None
     assert fast.meta[SERVER_INFO_META_KEY] == general.meta[SERVER_INFO_META_KEY]

@@ -164,8 +164,11 @@ async def test_a_2026_era_hosts_calls_to_a_handshake_era_server_cross_the_splice
             assert text_of(await host.call("mcp__fx__elicit", {})) == 'elicited: accept {"name": "ada"}'
             assert text_of(await host.call("mcp__fx__roots", {})) == "roots: file:///work/project"
             assert text_of(await host.call("mcp__fx__echo", {"text": "after"})) == "after"
+            await host.call("mcp__fx__elicit_url", {})  # the round in the host's era's shape: no elicitationId
+            asked = recorder.elicit_params[-1]
+            assert isinstance(asked, types.ElicitRequestURLParams) and asked.elicitation_id is None
     assert spliced.model_dump() == general.model_dump()
-    assert recorder.samples == ["hi"] and recorder.elicitations == ["form"] and recorder.roots_asked == 1
+    assert recorder.samples == ["hi"] and recorder.elicitations == ["form", "url"] and recorder.roots_asked == 1
     for tool, ids in (("echo", [True, False, True]), ("sample", [True]), ("elicit", [True]), ("roots", [True])):
         assert [_spliced(i) for i in _call_ids(log, tool)] == ids, f"{tool}: sent once, on the splice"
 
