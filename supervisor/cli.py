@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         import trio  # noqa: PLC0415
 
+        _let_trio_take_interrupts()
         match command:
             case "login":
                 from supervisor.login import login  # noqa: PLC0415
@@ -136,6 +137,26 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
             return await oneshot.call(settings, *args, early=early)
 
 
+_interrupts_ignored = False
+"""Whether SIGINT was ignored when we started (``_let_trio_take_interrupts``)."""
+
+
+def _let_trio_take_interrupts() -> None:
+    """Let ``trio.run`` install its SIGINT handler even if the harness left SIGINT ignored.
+
+    A process started in the background by a shell (``cmd &`` without job
+    control) inherits SIGINT ignored; trio then installs no handler of its own,
+    so ``_terminate_unwinds_like_interrupt`` would have none to give SIGTERM, and
+    a SIGTERM during the start would end us at once, leaving the servers started
+    early behind (I11). ``_terminate_unwinds_like_interrupt`` ignores SIGINT
+    again once it holds trio's handler: the harness's choice stands.
+    """
+    global _interrupts_ignored  # noqa: PLW0603  (one process, one start: set once, before trio.run)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        _interrupts_ignored = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @contextmanager
 def _terminate_unwinds_like_interrupt() -> Iterator[None]:
     """SIGTERM unwinds like SIGINT (trio's ``KeyboardInterrupt``) until ``serve`` listens for it itself.
@@ -153,6 +174,8 @@ def _terminate_unwinds_like_interrupt() -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGTERM, interrupt)
+    if _interrupts_ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:

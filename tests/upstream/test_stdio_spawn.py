@@ -224,7 +224,9 @@ async def test_the_one_shot_commands_use_the_process_started_before_the_sdk_impo
     assert len(taken) == 1
 
 
-async def test_sigterm_before_the_sidecar_serves_still_reaps_what_it_started_early(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+async def test_sigterm_before_the_sidecar_serves_still_reaps_what_it_started_early(tmp_path: Path, sigint: str) -> None:
+    # "ignored": started as a shell starts a background job (``cmd &``): SIGINT ignored, inherited.
     # A server that ignores its stdin (EOF alone would not end it), tells a FIFO its pid once it runs,
     # then waits for a signal: only the sidecar's termination of its group ends it.
     fifo = tmp_path / "started"
@@ -234,8 +236,11 @@ async def test_sigterm_before_the_sidecar_serves_still_reaps_what_it_started_ear
     )
     config = write_settings(tmp_path, {"stubborn": {"command": sys.executable, "args": ["-c", code]}})
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    argv = sidecar_argv(config)
+    if sigint == "ignored":
+        argv = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv]
     sidecar = await trio.lowlevel.open_process(
-        sidecar_argv(config), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=sidecar_env(), cwd=str(REPO_ROOT)
+        argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=sidecar_env(), cwd=str(REPO_ROOT)
     )
     try:
         with trio.fail_after(BOUND_SEC):
