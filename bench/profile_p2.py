@@ -32,6 +32,7 @@ from bench.harness import (
     summarize_samples,
     write_settings,
 )
+from tests.sidecar import Host
 
 RATE_HZ: Final = 997
 INTEREST: Final = {
@@ -55,11 +56,40 @@ INTEREST: Final = {
 }
 
 
-async def _main(args: argparse.Namespace) -> None:
-    seconds, out, text_bytes, concurrency = args.seconds, args.out, args.text_bytes, args.concurrency
-    mode: ConnectMode = args.mode
+async def sample_under_load(
+    host: Host, tool: str, pid: int, *, seconds: float, out: Path, concurrency: int, text: str = "x"
+) -> None:
+    """Keep ``concurrency`` callers of ``tool`` busy on ``host`` while ``py-spy`` samples ``pid``; print the window."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     calls = 0
+    stop = trio.Event()
+
+    async def caller() -> None:
+        nonlocal calls
+        while not stop.is_set():
+            await host.session.call_tool(tool, {"text": text})
+            calls += 1
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrency):
+            nursery.start_soon(caller)
+        await trio.sleep(1.0)  # reach a steady state before sampling
+        calls_before, cpu_before = calls, cpu_sec(pid)
+        spy = await trio.run_process(
+            [py_spy, "record", "--pid", str(pid), "--rate", str(RATE_HZ), "--duration", str(int(seconds)),
+             "--format", "raw", "--output", str(out), "--nonblocking", "--gil"],
+            capture_stdout=True, capture_stderr=True, check=False,
+        )  # fmt: skip
+        calls_window, cpu_window = calls - calls_before, cpu_sec(pid) - cpu_before
+        stop.set()
+    if spy.returncode != 0:
+        print(spy.stderr.decode(errors="replace"), file=sys.stderr)
+    print(f"calls in window {calls_window} ({calls_window / seconds:.0f}/s at c{concurrency})")
+    print(f"sidecar CPU per call {cpu_window / max(calls_window, 1) * 1e6:.0f} us")
+
+
+async def _main(args: argparse.Namespace) -> None:
+    mode: ConnectMode = args.mode
     with tempfile.TemporaryDirectory() as tmp:
         argv = _argv("sidecar", Path(tmp), Path(tmp) / "sidecar.jsonl")
         if args.legacy_upstream:  # an era pair of bench.call_pairs: the fixture speaks only the handshake era
@@ -70,34 +100,13 @@ async def _main(args: argparse.Namespace) -> None:
             async with open_host(argv, mode=mode) as host:
                 with trio.fail_after(60):
                     await _warm_up(host, "mcp__fx__echo")
-                pid = host.process.pid
-                stop = trio.Event()
-
-                async def caller() -> None:
-                    nonlocal calls
-                    while not stop.is_set():
-                        await host.session.call_tool("mcp__fx__echo", {"text": "x" * text_bytes})
-                        calls += 1
-
-                async with trio.open_nursery() as nursery:
-                    for _ in range(concurrency):
-                        nursery.start_soon(caller)
-                    await trio.sleep(1.0)  # reach a steady state before sampling
-                    calls_before, cpu_before = calls, cpu_sec(pid)
-                    spy = await trio.run_process(
-                        [py_spy, "record", "--pid", str(pid), "--rate", str(RATE_HZ), "--duration", str(int(seconds)),
-                         "--format", "raw", "--output", str(out), "--nonblocking", "--gil"],
-                        capture_stdout=True, capture_stderr=True, check=False,
-                    )  # fmt: skip
-                    calls_window, cpu_window = calls - calls_before, cpu_sec(pid) - cpu_before
-                    stop.set()
+                await sample_under_load(
+                    host, "mcp__fx__echo", host.process.pid, seconds=args.seconds, out=args.out,
+                    concurrency=args.concurrency, text="x" * args.text_bytes,
+                )  # fmt: skip
         finally:
             await reap_marked("profile_p2")
-    if spy.returncode != 0:
-        print(spy.stderr.decode(errors="replace"), file=sys.stderr)
-    print(f"calls in window {calls_window} ({calls_window / seconds:.0f}/s at c{concurrency})")
-    print(f"sidecar CPU per call {cpu_window / max(calls_window, 1) * 1e6:.0f} us")
-    summarize_samples(out, INTEREST)
+    summarize_samples(args.out, INTEREST)
 
 
 def main() -> None:

@@ -11,8 +11,6 @@ Not part of ``python -m bench``: a profile is for choosing what to change.
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -22,8 +20,8 @@ import trio
 
 from bench.call_measure import CONCURRENCY, TOOL
 from bench.call_pairs import PAIRS, open_pair
-from bench.harness import cpu_sec, reap_marked, summarize_samples
-from bench.profile_p2 import INTEREST, RATE_HZ
+from bench.harness import reap_marked, summarize_samples
+from bench.profile_p2 import INTEREST, sample_under_load
 
 HTTP_INTEREST: Final = {
     **INTEREST,
@@ -36,39 +34,17 @@ HTTP_INTEREST: Final = {
 
 async def _main(pair_key: str, seconds: float, out: Path) -> None:
     pair = next(p for p in PAIRS if p.key == pair_key)
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    calls = 0
+    print(pair.label)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             async with AsyncExitStack() as stack:
                 hosts, pids = await open_pair(stack, pair, Path(tmp))
-                host, pid = hosts["sidecar"], pids["sidecar"]
-                stop = trio.Event()
-
-                async def caller() -> None:
-                    nonlocal calls
-                    while not stop.is_set():
-                        await host.session.call_tool(TOOL["sidecar"], {"text": "x"})
-                        calls += 1
-
-                async with trio.open_nursery() as nursery:
-                    for _ in range(CONCURRENCY):
-                        nursery.start_soon(caller)
-                    await trio.sleep(1.0)  # reach a steady state before sampling
-                    calls_before, cpu_before = calls, cpu_sec(pid)
-                    spy = await trio.run_process(
-                        [py_spy, "record", "--pid", str(pid), "--rate", str(RATE_HZ), "--duration", str(int(seconds)),
-                         "--format", "raw", "--output", str(out), "--nonblocking", "--gil"],
-                        capture_stdout=True, capture_stderr=True, check=False,
-                    )  # fmt: skip
-                    calls_window, cpu_window = calls - calls_before, cpu_sec(pid) - cpu_before
-                    stop.set()
+                await sample_under_load(
+                    hosts["sidecar"], TOOL["sidecar"], pids["sidecar"], seconds=seconds, out=out,
+                    concurrency=CONCURRENCY,
+                )  # fmt: skip
         finally:
             await reap_marked(f"profile {pair_key}")
-    if spy.returncode != 0:
-        print(spy.stderr.decode(errors="replace"), file=sys.stderr)
-    print(f"{pair.label}: calls in window {calls_window} ({calls_window / seconds:.0f}/s at c{CONCURRENCY})")
-    print(f"sidecar CPU per call {cpu_window / max(calls_window, 1) * 1e6:.0f} us")
     summarize_samples(out, HTTP_INTEREST)
 
 

@@ -15,7 +15,7 @@ status, which only the actor's generation loop changes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import mcp_types as types
 import trio
@@ -41,9 +41,9 @@ class HostRequests:
     stopping_reason: str | None
     _upstream: UpstreamSession | None
 
-    def heal_unknown_tool(self, raw_name: str, error: MCPError) -> None:
-        """I8 (``ServerActor.heal_unknown_tool``)."""
-        raise NotImplementedError
+    if TYPE_CHECKING:  # the actor's own (``ServerActor.heal_unknown_tool``): declared here for the type checker
+
+        def heal_unknown_tool(self, raw_name: str, error: MCPError) -> None: ...
 
     async def call_tool(
         self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None

@@ -160,6 +160,15 @@ class Upstream:
         An ``MCPError`` the server answered with is re-raised unchanged (the host
         must see the original error); a dead connection becomes ``UpstreamUnavailable``.
         """
+        result = await self._interactive(f"tools/call {raw_name}", call, self._call_tool_sender(raw_name, arguments))
+        return cast(types.CallToolResult | types.InputRequiredResult, result)
+
+    def _call_tool_sender(
+        self, raw_name: str, arguments: dict[str, Any] | None
+    ) -> Callable[
+        [types.InputResponses | None, str | None, Any, Any], Awaitable[types.CallToolResult | types.InputRequiredResult]
+    ]:
+        """Send one ``tools/call`` through the SDK (a first request, or an input round's retry): ``_interactive``'s."""
         session = self._client.session
 
         async def send(
@@ -178,8 +187,7 @@ class Upstream:
                 raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: unexpected result shape")
             return result
 
-        result = await self._interactive(f"tools/call {raw_name}", call, send)
-        return cast(types.CallToolResult | types.InputRequiredResult, result)
+        return send
 
     async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
         """``call_tool`` for a 2026-era host (of a server of either era), the result as the server's raw JSON object.
@@ -214,25 +222,15 @@ class Upstream:
         call of ``call_tool``, each request asked of the host, and the retries sent
         with the host's log level; the request that got ``first`` is not sent again.
         """
-        session = self._client.session
         first_round = types.InputRequiredResult.model_validate(first)
+        retry = self._call_tool_sender(raw_name, arguments)
 
         async def send(
             responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
         ) -> types.CallToolResult | types.InputRequiredResult:
             if responses is None and state is None:
                 return first_round  # the splice's request: answered already
-            result = await session.call_tool(
-                raw_name,
-                arguments,
-                input_responses=responses,
-                request_state=state,
-                meta=meta,
-                allow_input_required=True,
-            )
-            if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
-                raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: unexpected result shape")
-            return result
+            return await retry(responses, state, meta, progress)
 
         result = await self._interactive(f"tools/call {raw_name}", call, send)
         if not isinstance(result, types.CallToolResult):

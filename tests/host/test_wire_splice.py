@@ -23,6 +23,7 @@ import mcp_types as types
 import pytest
 import trio
 from mcp import MCPError
+from mcp.client.client import ConnectMode
 from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor.calls.splice import ID_PREFIX
@@ -56,6 +57,11 @@ def _call_ids(log: Path, tool: str) -> list[Any]:
     return [e["id"] for e in read_log(log) if e["event"] == "request" and e.get("tool") == tool]
 
 
+def _cancelled(log: Path) -> list[Any]:
+    """The tools whose calls the fixture saw cancelled (by a host's cancel or our courtesy one)."""
+    return [e.get("tool") for e in read_log(log) if e["event"] == "request_cancelled"]
+
+
 def _spliced(request_id: Any) -> bool:
     return isinstance(request_id, str) and request_id.startswith(ID_PREFIX)
 
@@ -87,14 +93,9 @@ async def test_a_plain_call_crosses_the_splice_and_a_call_with_a_progress_token_
 async def test_a_handshake_era_hosts_calls_to_a_handshake_era_server_cross_the_splice_and_its_questions_reach_it(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "fx.jsonl"
-    recorder = Recorder(name="ada")
-    servers = {"fx": fixture_server("--fidelity", "--name", "fx", "--legacy-only", "--log", str(log))}
-    bare = Host()
+    log, recorder = tmp_path / "fx.jsonl", Recorder(name="ada")
     with trio.fail_after(BOUND_SEC):
-        async with open_host(write_settings(tmp_path, servers), "legacy", **recorder.client_options(bare)) as host:
-            bare.on_message = host.on_message  # type: ignore[method-assign]
-            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+        async with _fidelity_host(tmp_path, "legacy", recorder, log, "--legacy-only") as host:
             spliced = await host.call("mcp__fx__echo", {"text": "hi"})
             general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
             # The server asks its host mid-call (sampling, elicitation, roots): the spliced call's host answers.
@@ -113,17 +114,25 @@ async def _ignore(progress: float, total: float | None, message: str | None) -> 
     del progress, total, message
 
 
+@asynccontextmanager
+async def _fidelity_host(
+    tmp_path: Path, mode: ConnectMode, recorder: Recorder, log: Path, *fixture_args: str
+) -> AsyncIterator[Host]:
+    """A host of ``mode``'s era (answering as ``recorder``) on a sidecar over the fidelity fixture ``fx``."""
+    servers = {"fx": fixture_server("--fidelity", "--name", "fx", "--log", str(log), *fixture_args)}
+    bare = Host()
+    async with open_host(write_settings(tmp_path, servers), mode, **recorder.client_options(bare)) as host:
+        bare.on_message = host.on_message  # type: ignore[method-assign]
+        await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+        yield host
+
+
 async def test_a_handshake_era_hosts_calls_to_a_2026_era_server_cross_the_splice_with_its_logs_and_input_rounds(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "fx.jsonl"
-    recorder = Recorder(name="ada")
-    servers = {"fx": fixture_server("--fidelity", "--name", "fx", "--log", str(log))}
-    bare = Host()
+    log, recorder = tmp_path / "fx.jsonl", Recorder(name="ada")
     with trio.fail_after(BOUND_SEC):
-        async with open_host(write_settings(tmp_path, servers), "legacy", **recorder.client_options(bare)) as host:
-            bare.on_message = host.on_message  # type: ignore[method-assign]
-            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+        async with _fidelity_host(tmp_path, "legacy", recorder, log) as host:
             spliced = await host.call("mcp__fx__echo", {"text": "hi"})
             general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
             # The host never set a level: it gets every log message of its call, as from the server itself.
@@ -148,14 +157,9 @@ async def test_a_handshake_era_hosts_calls_to_a_2026_era_server_cross_the_splice
 async def test_a_2026_era_hosts_calls_to_a_handshake_era_server_cross_the_splice_and_its_questions_are_input_rounds(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "fx.jsonl"
-    recorder = Recorder(name="ada")
-    servers = {"fx": fixture_server("--fidelity", "--name", "fx", "--legacy-only", "--log", str(log))}
-    bare = Host()
+    log, recorder = tmp_path / "fx.jsonl", Recorder(name="ada")
     with trio.fail_after(BOUND_SEC):
-        async with open_host(write_settings(tmp_path, servers), **recorder.client_options(bare)) as host:
-            bare.on_message = host.on_message  # type: ignore[method-assign]
-            await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+        async with _fidelity_host(tmp_path, "auto", recorder, log, "--legacy-only") as host:
             spliced = await host.call("mcp__fx__echo", {"text": "hi"})
             general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
             # Mid-call the server asks its host: the spliced call becomes an exchange, the host gets an
@@ -368,16 +372,13 @@ async def test_a_promoted_calls_upstream_request_is_still_bounded_by_tool_timeou
             assert first["resultType"] == "input_required"
             ((key, question),) = first["inputRequests"].items()
             assert question["method"] == "elicitation/create"
-            # The host does not answer: each retry without an answer gets the same open question, until the
-            # upstream request times out (tool_timeout_sec = 2), and then the error the general path gives.
+            # The host does not answer within tool_timeout_sec (2 s): the sidecar abandons the upstream request
+            # (a courtesy cancel, which the fixture logs), and the late retry gets the general path's error.
+            await wait_until(lambda: "elicit" in _cancelled(log), what="the upstream request abandoned")
             retry = {"name": "mcp__fx__elicit", "arguments": {}, "requestState": first["requestState"]}
-            for request_id in itertools.count(2):
-                await host.send(_request(request_id, "tools/call", retry))
-                late = (await host.answered(request_id))["result"]
-                if late.get("resultType") != "input_required":
-                    break
-                assert list(late["inputRequests"]) == [key]
-                await trio.sleep(0.1)  # polling the sidecar's state: only a retry can tell
+            answer = {key: {"action": "accept", "content": {"name": "late"}}}
+            await host.send(_request(2, "tools/call", {**retry, "inputResponses": answer}))
+            late = (await host.answered(2))["result"]
     assert late["isError"] is True
     assert "tool_timeout_sec" in late["content"][0]["text"]
     assert [_spliced(i) for i in _call_ids(log, "elicit")] == [True]
