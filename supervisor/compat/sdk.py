@@ -13,6 +13,9 @@ of an SDK object.
 * ``TransportStreams``: the (read, write) stream pair a transport yields is
   only named in ``mcp.client._transport``.
 * ``add_server_middleware``: ``Server.middleware`` is marked provisional.
+* ``gate_sdk_tracing``: the SDK puts its ``OpenTelemetryMiddleware`` (a private
+  module) first in every ``Server.middleware``; it is wrapped so that a request
+  it could only pass through skips it (issue 29: 15% of an HTTP front's CPU).
 * ``run_input_required_driver``: the SDK's SEP-2322 round driver (sampling,
   elicitation, roots embedded in an ``InputRequiredResult``) is only public
   inside ``Client.call_tool``; the sidecar drives rounds for handshake-era hosts
@@ -47,8 +50,9 @@ from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_in
 from mcp.client._transport import TransportStreams
 from mcp.client.session import ClientSession
 from mcp.server import Server
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
-from mcp.server.context import ServerMiddleware, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestId
@@ -59,6 +63,7 @@ __all__ = [
     "add_server_middleware",
     "connection_of",
     "create_mcp_http_client",
+    "gate_sdk_tracing",
     "request_context_on",
     "request_envelope",
     "run_input_required_driver",
@@ -95,6 +100,35 @@ def request_context_on(
 def add_server_middleware(server: Server[Any], middleware: ServerMiddleware[Any]) -> None:
     """Append ``middleware`` innermost (after the SDK's OpenTelemetry middleware)."""
     server.middleware.append(middleware)
+
+
+class _GatedSdkTracing:
+    """The SDK's tracing middleware, run only for a request it would not merely pass through.
+
+    With our tracing off, the SDK's span is the no-op one: it sets the host's
+    trace context from ``_meta`` as the current one (so that the SDK path's
+    upstream request carries it as it came, I18) and records nothing. A
+    request whose ``_meta`` has no ``traceparent`` gets nothing from it, so it
+    goes straight on; any other, and every request while tracing is on, runs
+    through the SDK's middleware as before.
+    """
+
+    def __init__(self, sdk: ServerMiddleware[Any], tracing_on: Callable[[], bool]) -> None:
+        self._sdk = sdk
+        self._tracing_on = tracing_on
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        meta = ctx.meta
+        if self._tracing_on() or (meta is not None and "traceparent" in meta):
+            return await self._sdk(ctx, call_next)
+        return await call_next(ctx)
+
+
+def gate_sdk_tracing(server: Server[Any], tracing_on: Callable[[], bool]) -> None:
+    """Wrap the SDK's ``OpenTelemetryMiddleware`` of ``server`` in ``_GatedSdkTracing``; no-op if it is not there."""
+    for index, middleware in enumerate(server.middleware):
+        if isinstance(middleware, OpenTelemetryMiddleware):
+            server.middleware[index] = _GatedSdkTracing(middleware, tracing_on)
 
 
 async def send_raw_request(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:

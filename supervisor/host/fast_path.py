@@ -4,8 +4,9 @@ A ``tools/call`` between a 2026-era host and a 2026-era upstream needs nothing
 from the SDK's models: the host's arguments go upstream as they came, and the
 upstream's result goes back as the JSON object it sent, with one edit, the
 ``serverInfo`` stamp in ``_meta``, which names us instead of it. ``FastToolCalls``
-is a Front middleware (innermost, so the SDK's OpenTelemetry span and the
-Front's request tracking still wrap every call) that serves such calls that
+is a Front middleware (innermost, so the SDK's OpenTelemetry span, where
+``compat.sdk.gate_sdk_tracing`` lets it run, and the Front's request tracking
+still wrap every call) that serves such calls that
 way, skipping the SDK's request validation and result sieve on the host side
 and its request model and result validation on the upstream side.
 

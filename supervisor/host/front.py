@@ -70,7 +70,7 @@ from supervisor.catalog.naming import PREFIX
 from supervisor.catalog.registry import RegisteredPrompt, RegisteredTool
 from supervisor.catalog.views import CatalogView
 from supervisor.catalog.wire_form import ToolsListWireCache
-from supervisor.compat.sdk import add_server_middleware, connection_of
+from supervisor.compat.sdk import add_server_middleware, connection_of, gate_sdk_tracing
 from supervisor.errors import UpstreamError
 from supervisor.host.catalog_search import CatalogSearch
 from supervisor.host.change_notices import ChangeNotices
@@ -84,6 +84,7 @@ from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
+from supervisor.telemetry.spans import TELEMETRY
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,7 @@ class Front:
         self.server.add_notification_handler(
             "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
         )
+        gate_sdk_tracing(self.server, lambda: TELEMETRY.on)
         add_server_middleware(self.server, self._track_requests)
         self.tools_list_cache = ToolsListWireCache(
             self.view,

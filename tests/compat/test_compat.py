@@ -6,16 +6,20 @@ that names it fails here, loudly, instead of a feature failing somewhere else.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, get_args
 
 import httpx2
 import mcp_types as types
+import pytest
 import trio
 from mcp import Client
 from mcp.server import Server
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
+from opentelemetry import trace
 
 from supervisor.calls.attribution import HostCall
 from supervisor.compat import sdk as _compat
@@ -57,6 +61,45 @@ async def test_server_middleware_is_a_list_run_innermost_last() -> None:
     _compat.add_server_middleware(server, middleware)
     assert server.middleware[-1] is middleware
     assert len(server.middleware) == before + 1
+
+
+@pytest.mark.parametrize(
+    ("tracing_on", "meta", "through_sdk"),
+    [
+        (False, None, False),
+        (False, {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}, False),
+        (False, {"traceparent": f"00-{'ab' * 16}-{'cd' * 8}-01"}, True),
+        (True, None, True),
+    ],
+    ids=["off-no-meta", "off-envelope-only", "off-traceparent", "on"],
+)
+async def test_the_sdks_tracing_middleware_is_first_and_gated_runs_only_where_it_does_something(
+    monkeypatch: pytest.MonkeyPatch, tracing_on: bool, meta: dict[str, Any] | None, through_sdk: bool
+) -> None:
+    server: Server[Any] = Server("t")
+    assert isinstance(server.middleware[0], OpenTelemetryMiddleware)  # the assumption: one per Server, first
+    sdk_calls: list[str] = []
+    sdk_call = OpenTelemetryMiddleware.__call__
+
+    async def counted(self: OpenTelemetryMiddleware, ctx: Any, call_next: CallNext) -> HandlerResult:
+        sdk_calls.append(ctx.method)
+        return await sdk_call(self, ctx, call_next)
+
+    monkeypatch.setattr(OpenTelemetryMiddleware, "__call__", counted)
+    _compat.gate_sdk_tracing(server, lambda: tracing_on)
+    assert not any(isinstance(m, OpenTelemetryMiddleware) for m in server.middleware)
+    current: list[str] = []
+
+    async def handler(ctx: Any) -> HandlerResult:
+        current.append(format(trace.get_current_span().get_span_context().trace_id, "032x"))
+        return {}
+
+    ctx = SimpleNamespace(method="tools/call", params={"name": "t"}, meta=meta, protocol_version="2026-07-28",
+                          request_id=1)  # fmt: skip
+    assert await server.middleware[0](ctx, handler) == {}  # type: ignore[arg-type]
+    assert sdk_calls == (["tools/call"] if through_sdk else [])
+    if meta and "traceparent" in meta:
+        assert current == ["ab" * 16]  # the host's context is current on the SDK path: it goes upstream as it came
 
 
 async def test_the_input_required_driver_dispatches_each_request_and_retries_with_the_answers() -> None:
