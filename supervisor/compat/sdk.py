@@ -43,7 +43,7 @@ Concurrency: plain functions and aliases; nothing here awaits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
@@ -103,32 +103,27 @@ def add_server_middleware(server: Server[Any], middleware: ServerMiddleware[Any]
 
 
 class _GatedSdkTracing:
-    """The SDK's tracing middleware, run only for a request it would not merely pass through.
+    """The SDK's tracing middleware, run only for a request whose ``_meta`` ``needed`` says it does something for.
 
-    With our tracing off, the SDK's span is the no-op one: it sets the host's
-    trace context from ``_meta`` as the current one (so that the SDK path's
-    upstream request carries it as it came, I18) and records nothing. A
-    request whose ``_meta`` has no ``traceparent`` gets nothing from it, so it
-    goes straight on; any other, and every request while tracing is on, runs
-    through the SDK's middleware as before.
+    The others go straight on (the caller knows what the span does: with
+    tracing off it is a no-op that only makes the host's parent current).
     """
 
-    def __init__(self, sdk: ServerMiddleware[Any], tracing_on: Callable[[], bool]) -> None:
+    def __init__(self, sdk: ServerMiddleware[Any], needed: Callable[[Mapping[str, Any] | None], bool]) -> None:
         self._sdk = sdk
-        self._tracing_on = tracing_on
+        self._needed = needed
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        meta = ctx.meta
-        if self._tracing_on() or (meta is not None and "traceparent" in meta):
+        if self._needed(ctx.meta):
             return await self._sdk(ctx, call_next)
         return await call_next(ctx)
 
 
-def gate_sdk_tracing(server: Server[Any], tracing_on: Callable[[], bool]) -> None:
+def gate_sdk_tracing(server: Server[Any], needed: Callable[[Mapping[str, Any] | None], bool]) -> None:
     """Wrap the SDK's ``OpenTelemetryMiddleware`` of ``server`` in ``_GatedSdkTracing``; no-op if it is not there."""
     for index, middleware in enumerate(server.middleware):
         if isinstance(middleware, OpenTelemetryMiddleware):
-            server.middleware[index] = _GatedSdkTracing(middleware, tracing_on)
+            server.middleware[index] = _GatedSdkTracing(middleware, needed)
 
 
 async def send_raw_request(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -84,7 +84,7 @@ from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
-from supervisor.telemetry.spans import TELEMETRY
+from supervisor.telemetry.spans import sdk_span_needed
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class Front:
         self.server.add_notification_handler(
             "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
         )
-        gate_sdk_tracing(self.server, lambda: TELEMETRY.on)
+        gate_sdk_tracing(self.server, sdk_span_needed)
         add_server_middleware(self.server, self._track_requests)
         self.tools_list_cache = ToolsListWireCache(
             self.view,

@@ -43,7 +43,9 @@ PIPE: Final = "pipe"
 TCP: Final = "tcp"
 """``network.transport`` of HTTP."""
 
-TRACE_KEYS: Final = ("traceparent", "tracestate", "baggage")
+TRACEPARENT: Final = "traceparent"
+"""The trace-context key that names a parent span; without it the other keys name none."""
+TRACE_KEYS: Final = (TRACEPARENT, "tracestate", "baggage")
 """The ``_meta`` keys that carry trace context (SEP-414), unprefixed."""
 
 OPERATION_DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)

@@ -87,6 +87,16 @@ def about_server(server: str) -> Iterator[None]:
         ambient.reset(mark)
 
 
+def sdk_span_needed(meta: Mapping[str, Any] | None) -> bool:
+    """Whether the SDK's SERVER span does anything for a request with ``_meta`` (``compat.sdk.gate_sdk_tracing``).
+
+    On, it records. Off, it is the no-op span, which only makes the host's
+    parent current (so the SDK path sends it upstream as it came): only a
+    ``traceparent`` names one.
+    """
+    return TELEMETRY.on or (meta is not None and C.TRACEPARENT in meta)
+
+
 def trace_carrier(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The trace-context keys of a request's ``_meta``, as they came (None: it has none)."""
     if not meta:

@@ -24,6 +24,7 @@ from opentelemetry import trace
 from supervisor.calls.attribution import HostCall
 from supervisor.compat import sdk as _compat
 from supervisor.config.env import read_overrides
+from supervisor.telemetry.spans import TELEMETRY, sdk_span_needed
 
 
 class _Outbound:
@@ -86,7 +87,8 @@ async def test_the_sdks_tracing_middleware_is_first_and_gated_runs_only_where_it
         return await sdk_call(self, ctx, call_next)
 
     monkeypatch.setattr(OpenTelemetryMiddleware, "__call__", counted)
-    _compat.gate_sdk_tracing(server, lambda: tracing_on)
+    monkeypatch.setattr(TELEMETRY, "on", tracing_on)
+    _compat.gate_sdk_tracing(server, sdk_span_needed)
     assert not any(isinstance(m, OpenTelemetryMiddleware) for m in server.middleware)
     current: list[str] = []
 
