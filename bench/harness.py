@@ -261,6 +261,8 @@ def summarize_samples(path: Path, interest: Mapping[str, Sequence[str]], *, top:
     leaves: Counter[str] = Counter()
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue  # the rest of a frame whose name py-spy wrote with a line break in it
         count = int(count_text)
         total += count
         for label, needles in interest.items():

@@ -24,7 +24,11 @@ of an SDK object.
   only validated results; the tools/call fast path (``host.fast_path``) sends the
   request dict through the session's own stamp (the 2026 ``_meta`` envelope and
   headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
-  is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``).
+  is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``), and
+  ``stamp_request`` the stamp with its headers, for the fast path's own POST to a
+  2026-era HTTP upstream (``upstream.http_calls``).
+* ``stream_within_origin``: the SDK's redirect rule for its transports' POSTs
+  lives in ``mcp.shared._httpx_utils``; ``upstream.http_calls`` POSTs by it too.
 * ``request_context_on``: a ``ServerSession`` and ``ServerRequestContext`` are
   built by the SDK's kernel per inbound request; a ``tools/call`` the wire
   splice took off a handshake-era host's wire has neither, so one is built on
@@ -44,21 +48,26 @@ Concurrency: plain functions and aliases; nothing here awaits.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
 from mcp.client._transport import TransportStreams
 from mcp.client.session import ClientSession
+from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
 from mcp.server import Server
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client, stream_within_origin
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestId
+
+MAX_SSE_EVENT_SIZE: Final = DEFAULT_MAX_SSE_EVENT_SIZE
+"""The SDK client transport's bound on one event of a response stream (its own POSTs and ours agree)."""
 
 __all__ = [
     "DEFAULT_INPUT_REQUIRED_MAX_ROUNDS",
+    "MAX_SSE_EVENT_SIZE",
     "TransportStreams",
     "add_server_middleware",
     "connection_of",
@@ -69,6 +78,8 @@ __all__ = [
     "run_input_required_driver",
     "send_raw_request",
     "stamp_capabilities_of",
+    "stamp_request",
+    "stream_within_origin",
 ]
 
 
@@ -137,6 +148,15 @@ async def send_raw_request(session: ClientSession, method: str, params: dict[str
     session._stamp(data, opts)
     result: dict[str, Any] = await session._dispatcher.send_raw_request(method, data["params"], opts)
     return result
+
+
+def stamp_request(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, str]:
+    """Stamp ``params`` of a ``method`` request in place as ``session`` would; the headers its stamp adds."""
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: Any = {}
+    session._stamp(data, opts)
+    headers: dict[str, str] = opts.get("headers") or {}
+    return headers
 
 
 def stamp_capabilities_of(session: ClientSession, capabilities: Callable[[], dict[str, Any] | None]) -> None:

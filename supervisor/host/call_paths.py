@@ -28,8 +28,9 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    ``_meta`` may hold anything but a progress token (a log level included);
    the name is routed now; no ``outputSchema``; the server's generation is
    ready, of either era, over any transport. Saves the SDK's models of the
-   request and result. Streamable HTTP takes this path at best: its front and
-   its upstreams are the SDK's transports.
+   request and result; to a 2026-era streamable-HTTP upstream (with telemetry
+   off) also the SDK's client transport and dispatcher: the request is its own
+   POST (``upstream.http_calls``). Streamable HTTP takes this path at best.
 3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
    * a handshake-era host over HTTP: the SDK serves its era's shapes there;
    * a progress token: the upstream's notices need a token of ours;

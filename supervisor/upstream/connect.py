@@ -2,9 +2,10 @@
 
 ``open_upstream`` is the seam between the ServerActor and the SDK
 (``seams.Connector``; ``root.production_connector`` wires it). The transport is
-picked from the settings (stdio with the wire splice's upstream half, or
-streamable HTTP / SSE), wrapped by the tap (``upstream.tap``), and the client's
-callbacks send the server's notices and server→client requests to the
+picked from the settings (stdio with the wire splice's upstream half,
+streamable HTTP with the fast path's own POST (``upstream.http_calls``), or
+SSE), wrapped by the tap (``upstream.tap``), and the client's callbacks send
+the server's notices and server→client requests to the
 ``HostSide`` (change notices: ``on_list_changed``, which must not block).
 
 Nursery: ``open_upstream`` owns one nursery for the 2026-era listen task
@@ -36,6 +37,7 @@ from supervisor.errors import UpstreamUnavailable, first_leaf
 from supervisor.upstream.errors import connect_error, split_teardown_errors
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.http import open_http_transport
+from supervisor.upstream.http_calls import HttpCalls
 from supervisor.upstream.listen import ListenTarget, serve_listen
 from supervisor.upstream.session import CLIENT_INFO, Upstream
 from supervisor.upstream.spawn import EarlyServers
@@ -47,11 +49,15 @@ logger = logging.getLogger(__name__)
 
 
 def _open_transport(
-    settings: ServerSettings, health: TransportHealth, splice: UpstreamSplice | None, early: EarlyServers | None
+    settings: ServerSettings,
+    health: TransportHealth,
+    splice: UpstreamSplice | None,
+    calls: HttpCalls | None,
+    early: EarlyServers | None,
 ) -> AbstractAsyncContextManager[TransportStreams]:
     if settings.transport == "stdio":
         return open_stdio_transport(settings, health, splice=splice, early=early)
-    return open_http_transport(settings, health)
+    return open_http_transport(settings, health, calls)
 
 
 OnListChanged = Callable[[Kind], None]
@@ -131,8 +137,9 @@ async def open_upstream(
 
     upstream_ref: list[Upstream] = []
     splice = UpstreamSplice(name, settings.tool_timeout_sec) if settings.transport == "stdio" else None
+    calls = HttpCalls(name, settings.url) if settings.url is not None and settings.http_transport != "sse" else None
     client = Client(
-        tapped(_open_transport(settings, health, splice, early), tap, settings.max_tools),
+        tapped(_open_transport(settings, health, splice, calls, early), tap, settings.max_tools),
         mode=settings.protocol,
         message_handler=on_message,
         client_info=CLIENT_INFO,
@@ -163,6 +170,8 @@ async def open_upstream(
         else:
             splice.set_handshake()
         upstream.splice = splice
+    if calls is not None and calls.ready and upstream.modern:
+        upstream.http_calls = calls  # a handshake-era server's POSTs belong to its session: the SDK's
     body_failed = False
     try:
         async with stack, trio.open_nursery() as nursery:

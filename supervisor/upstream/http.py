@@ -21,6 +21,8 @@ as ``UpstreamNeedsLogin``, which the ServerActor turns into ``needs_login``.
 With telemetry on, every streamable-HTTP request also carries the trace
 context of the MCP request it posts (``traceparent``/``tracestate`` headers),
 as well as in its ``_meta``.
+The generation's httpx client is also bound to its ``HttpCalls``
+(``upstream.http_calls``), the fast path's own POST for a 2026-era server.
 ``transport = "sse"`` selects the legacy HTTP+SSE client
 (:mod:`supervisor.upstream.sse`) with the same headers, auth and watching.
 
@@ -43,6 +45,7 @@ from supervisor.compat.sdk import TransportStreams, create_mcp_http_client
 from supervisor.config.servers import ServerSettings
 from supervisor.telemetry.spans import TELEMETRY, inject_headers
 from supervisor.upstream.health import TransportHealth
+from supervisor.upstream.http_calls import HttpCalls
 from supervisor.upstream.sse import open_sse_streams
 from supervisor.wire.streams import ReadStreamView
 
@@ -72,8 +75,12 @@ class _WatchedReadStream(ReadStreamView):
 
 
 @asynccontextmanager
-async def open_http_transport(settings: ServerSettings, health: TransportHealth) -> AsyncIterator[TransportStreams]:
+async def open_http_transport(
+    settings: ServerSettings, health: TransportHealth, calls: HttpCalls | None = None
+) -> AsyncIterator[TransportStreams]:
     """Connect to ``settings.url`` with the configured headers and bearer token or OAuth.
+
+    ``calls``: bound to the streamable-HTTP client (not used with ``transport = "sse"``).
 
     Raises:
         UpstreamNeedsLogin: An ``authorization_code`` server has no usable tokens.
@@ -87,7 +94,7 @@ async def open_http_transport(settings: ServerSettings, health: TransportHealth)
         # A refused scope closes the connection: "connection closed" would hide what to run (issue 30).
         health.explain = lambda: str(refused) if (refused := run_auth.needs_login()) is not None else None
     try:
-        async with open_http_streams(settings, headers, run_auth.auth if run_auth else None) as (read, write):
+        async with open_http_streams(settings, headers, run_auth.auth if run_auth else None, calls) as (read, write):
             watched: Any = _WatchedReadStream(read, health)
             yield watched, write
     except Exception as exc:  # never a Cancelled: a stop stays a stop
@@ -99,22 +106,24 @@ async def open_http_transport(settings: ServerSettings, health: TransportHealth)
 
 
 def open_http_streams(
-    settings: ServerSettings, headers: dict[str, str], auth: httpx2.Auth | None
+    settings: ServerSettings, headers: dict[str, str], auth: httpx2.Auth | None, calls: HttpCalls | None = None
 ) -> AbstractAsyncContextManager[TransportStreams]:
     """The SDK client transport for ``settings`` (streamable HTTP or legacy SSE), unwatched (``login`` uses it)."""
     assert settings.url is not None
     if settings.http_transport == "sse":
         return open_sse_streams(settings.url, headers, auth)
-    return _open_streamable(settings.url, headers, auth)
+    return _open_streamable(settings.url, headers, auth, calls)
 
 
 @asynccontextmanager
 async def _open_streamable(
-    url: str, headers: dict[str, str], auth: httpx2.Auth | None
+    url: str, headers: dict[str, str], auth: httpx2.Auth | None, calls: HttpCalls | None
 ) -> AsyncIterator[TransportStreams]:
     async with create_mcp_http_client(headers=headers, auth=auth) as http_client:
         if TELEMETRY.on:  # each POST carries its request's CLIENT span context in headers too (I18)
             http_client.event_hooks = {**http_client.event_hooks, "request": [inject_headers]}
+        if calls is not None:
+            calls.bind(http_client)
         async with streamable_http_client(url, http_client=http_client) as streams:
             yield streams
 

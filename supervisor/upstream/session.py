@@ -39,7 +39,6 @@ ServerActor bounds requests with ``tool_timeout_sec``.
 from __future__ import annotations
 
 import contextvars
-import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,29 +50,30 @@ from mcp import Client
 from mcp.client.caching import CacheMode
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
 from supervisor._version import __version__
-from supervisor.calls.attribution import CallNotices, HostCall, HostSide, current_call, named_for, no_host_error
+from supervisor.calls.attribution import CallNotices, HostCall, HostSide, no_host_error
 from supervisor.calls.results import strip_server_stamp, wire_result_shaped
 from supervisor.catalog.registry import Definition, Kind
 from supervisor.compat.sdk import (
     DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
     run_input_required_driver,
     send_raw_request,
+    stamp_request,
 )
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamProtocolError
-from supervisor.telemetry.spans import about_server, trace_carrier
+from supervisor.telemetry.spans import TELEMETRY, about_server, trace_carrier
+from supervisor.upstream.call_notices import NoticeRoutes
 from supervisor.upstream.errors import ErrorTranslator
 from supervisor.upstream.health import TransportHealth
+from supervisor.upstream.http_calls import HttpCalls
 from supervisor.upstream.listen import ListenFilter
 from supervisor.upstream.listing import list_all
 from supervisor.upstream.splice import UpstreamSplice
 
 logger = logging.getLogger(__name__)
 
-PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
 CLIENT_INFO: Final = types.Implementation(name="mcp-supervisor", version=__version__)
 
 
@@ -106,10 +106,12 @@ class Upstream:
         self._subscribed: frozenset[str] = frozenset()
         self._subscribing = trio.Lock()
         self._log_level: types.LoggingLevel | None = None
-        self._progress_tokens = itertools.count(1)
-        self._progress_routes: dict[str, CallNotices] = {}
+        self.notice_routes = NoticeRoutes(settings.name, host)
+        self.notice_routes.modern = self.modern
         self.splice: UpstreamSplice | None = None
         """The stdio wire splice's end of this generation (``host.splice``); None over HTTP."""
+        self.http_calls: HttpCalls | None = None
+        """The fast path's own POST to this generation (``upstream.http_calls``): 2026-era streamable HTTP only."""
 
     # -- what this generation is ------------------------------------------------------
 
@@ -198,6 +200,8 @@ class Upstream:
         """
         session = self._client.session
         what = f"tools/call {raw_name}"
+        # Its own POST to a 2026-era HTTP server; not with telemetry on: the SDK's dispatcher makes the span's request.
+        http = self.http_calls if not TELEMETRY.on else None
 
         async def send(responses: Any, state: Any, meta: Any, progress: Any) -> dict[str, Any]:
             params: dict[str, Any] = {"name": raw_name}
@@ -205,7 +209,10 @@ class Upstream:
                 params["arguments"] = arguments
             if meta:
                 params["_meta"] = dict(meta)
-            return await send_raw_request(session, "tools/call", params)
+            if http is None:
+                return await send_raw_request(session, "tools/call", params)
+            headers = stamp_request(session, "tools/call", params)
+            return await http.request("tools/call", params, headers, lambda m, p: self.notice_routes.route(m, p, call))
 
         result: dict[str, Any] = await self._interactive(what, call, send)
         if not wire_result_shaped(result):
@@ -307,9 +314,7 @@ class Upstream:
         token: str | None = None
         if call.wants_progress:
             # Our own token, so the transport tap (not a spawned SDK callback) sees each notice in wire order.
-            token = f"{PROGRESS_TOKEN_PREFIX}{next(self._progress_tokens)}"
-            meta["progressToken"] = token
-            self._progress_routes[token] = notices
+            token = meta["progressToken"] = self.notice_routes.open_progress(notices)
         failure: Exception | None = None
         result: Any = None
         try:
@@ -323,7 +328,7 @@ class Upstream:
                     notices.close()  # the pump forwards what is queued, then ends: notices precede the result
         finally:
             if token is not None:
-                del self._progress_routes[token]
+                self.notice_routes.close_progress(token)
             call.notices = None
         if failure is not None:
             raise failure
@@ -352,33 +357,8 @@ class Upstream:
         return first if isinstance(first, dict) else strip_server_stamp(first)
 
     def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
-        """See each notification in wire order, before the SDK spawns its handlers (runs in the reader task).
-
-        Progress carrying one of our tokens, and log messages that belong to one
-        host call, go into that call's ``CallNotices``; everything else is left
-        to the SDK's callbacks.
-        """
-        params = message.params or {}
-        if message.method == "notifications/progress":
-            token = params.get("progressToken")
-            notices = self._progress_routes.get(token) if isinstance(token, str) else None
-            if notices is not None:
-                notices.put(types.ProgressNotificationParams.model_validate(params))
-            return
-        if message.method != "notifications/message" or self._host is None:
-            return
-        name = self._settings.name
-        call = context.run(current_call.get) if context is not None else None
-        if call is None or call.server != name:
-            call = self._host.attribute(name)
-        if call is None or call.notices is None or not (self.modern or call.modern_host):
-            return  # a handshake-era server's messages are connection-wide: the Relay broadcasts them
-        try:
-            log = types.LoggingMessageNotificationParams.model_validate(params)
-        except ValidationError:
-            return
-        if call.wants_log(log.level):
-            call.notices.put(named_for(name, log))
+        """See each notification in wire order, before the SDK spawns its handlers (runs in the reader task)."""
+        self.notice_routes.tap(message, context)
 
     async def _dispatch_input_request(
         self, key: str, request: types.InputRequest

@@ -152,3 +152,31 @@ async def test_request_envelope_and_send_raw_request_use_the_sessions_own_stamp_
             discovered = await _compat.send_raw_request(client.session, "server/discover", {})
             assert discovered["supportedVersions"] == ["2026-07-28"], "the raw result dict, not a model"
             assert discovered["_meta"][types.SERVER_INFO_META_KEY]["name"] == "t"
+
+
+async def test_stamp_request_writes_the_envelope_in_place_and_returns_the_routing_headers() -> None:
+    with trio.fail_after(10):
+        async with Client(Server("t")) as client:
+            params: dict[str, Any] = {"name": "echo", "arguments": {}}
+            headers = _compat.stamp_request(client.session, "tools/call", params)
+            assert params["_meta"][types.PROTOCOL_VERSION_META_KEY] == "2026-07-28"
+            assert headers["mcp-method"] == "tools/call" and headers["mcp-name"] == "echo"
+            assert headers["mcp-protocol-version"] == "2026-07-28"
+
+
+async def test_stream_within_origin_follows_a_same_origin_redirect_and_hands_back_any_other() -> None:
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/mcp":
+            return httpx2.Response(307, headers={"location": "/mcp/"})
+        if request.url.path == "/mcp/":
+            return httpx2.Response(307, headers={"location": "http://elsewhere.test/mcp"})
+        return httpx2.Response(200)
+
+    url = "http://web.test/mcp"
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client,
+        _compat.stream_within_origin(client, "POST", url, content=b"{}") as response,
+    ):
+        assert response.request.url.path == "/mcp/", "the same-origin redirect was followed"
+        assert response.status_code == 307 and response.next_request is not None
+    assert _compat.MAX_SSE_EVENT_SIZE == 1024 * 1024

@@ -24,6 +24,7 @@ import trio
 from mcp import MCPError
 from mcp.client.client import ConnectMode
 
+from supervisor.upstream.http_calls import ID_PREFIX as HTTP_CALL_ID_PREFIX
 from tests.fixtures.fixture_server import BUILTIN_TOOLS
 from tests.sidecar import (
     HOST_MODES,
@@ -35,6 +36,7 @@ from tests.sidecar import (
     open_host,
     open_http_fixture,
     pid_alive,
+    read_log,
     run_cli,
     scaled,
     scaled_ms,
@@ -328,6 +330,8 @@ async def test_an_http_server_that_restarts_on_its_port_is_reconnected(tmp_path:
                 names = await host.wait_tools(lambda names: "mcp__web__echo" in names)
                 assert _owned(names, "web") == ["mcp__web__add", "mcp__web__echo"]
                 assert text_of(await host.call("mcp__web__add", {"a": 20, "b": 22})) == "42"
+                # A 2026-era HTTP server gets a plain call as the fast path's own POST (upstream.http_calls).
+                assert _tools_call_ids(log) and all(i.startswith(HTTP_CALL_ID_PREFIX) for i in _tools_call_ids(log))
 
                 await first.kill()
                 # The sidecar notices the outage (its listen stream, or the next call, fails).
@@ -341,6 +345,10 @@ async def test_an_http_server_that_restarts_on_its_port_is_reconnected(tmp_path:
                 names = await host.tool_names()
                 assert _owned(names, "web") == ["mcp__web__add", "mcp__web__echo"]
             assert host.exit_code == 0
+
+
+def _tools_call_ids(log: Path) -> list[str]:
+    return [str(e["id"]) for e in read_log(log) if e["event"] == "request" and e["method"] == "tools/call"]
 
 
 @pytest.mark.parametrize("mode", HOST_MODES)

@@ -24,6 +24,7 @@ import trio
 from mcp import MCPError
 from mcp.client.client import ConnectMode
 
+from supervisor.upstream.http_calls import ID_PREFIX as HTTP_CALL_ID_PREFIX
 from tests.fidelity_host import (
     FRONTS,
     HOST_ERAS,
@@ -71,10 +72,35 @@ async def _ready(host: Host) -> None:
 async def test_sampling_and_progress_of_host_a_never_reach_host_b(tmp_path: Path, upstream: tuple[str, ...]) -> None:
     """Concurrent calls of two hosts, over an HTTP upstream (each call's traffic rides its own stream)."""
     alice, bob = Recorder(name="alice"), Recorder(name="bob")
+    log = tmp_path / "fx.jsonl"
     with trio.fail_after(BOUND_SEC):
-        async with open_http_fixture("--fidelity", "--name", "fx", *upstream) as fixture:
+        async with open_http_fixture("--fidelity", "--name", "fx", *upstream, log=log) as fixture:
             config = write_settings(tmp_path, {"fx": {"url": fixture.url}}, supervisor=http_supervisor_table())
             await _two_hosts_call_at_once(config, alice, bob)
+    # The 2026-era host's first sample call is plain: to a 2026-era server it is the fast path's own POST
+    # (upstream.http_calls); a handshake-era server's POSTs belong to its session, and stay the SDK's.
+    calls = [e for e in _events(log, "request") if e["method"] == "tools/call"]
+    own = [e for e in calls if str(e["id"]).startswith(HTTP_CALL_ID_PREFIX)]
+    assert [e["tool"] for e in own] == ([] if upstream else ["sample"])
+
+
+async def test_a_2026_hosts_call_to_a_2026_http_server_gets_its_log_messages_before_its_result(tmp_path: Path) -> None:
+    """The fast path's own POST (``upstream.http_calls``) reads the call's event stream: its logs, then its answer."""
+    recorder = Recorder(name="ada")
+    log = tmp_path / "fx.jsonl"
+    with trio.fail_after(BOUND_SEC):
+        async with open_http_fixture("--fidelity", "--name", "fx", log=log) as fixture:
+            config = write_settings(tmp_path, {"fx": {"url": fixture.url}})
+            async with open_host(config, "auto", log_level="warning", **recorder.client_options(Host())) as host:
+                await _ready(host)
+                assert text_of(await host.session.call_tool("mcp__fx__log", {})) == "logged"
+                # Before the result: the host has them as soon as the call returns, no wait.
+                assert [(m.level, m.logger, m.data) for m in recorder.logs] == [
+                    ("warning", "fx.fx", "msg-warning"),
+                    ("error", "fx.fx", "msg-error"),
+                ]
+    (call,) = [e for e in _events(log, "request") if e["method"] == "tools/call"]
+    assert str(call["id"]).startswith(HTTP_CALL_ID_PREFIX)
 
 
 async def _two_hosts_call_at_once(config: Path, alice: Recorder, bob: Recorder) -> None:

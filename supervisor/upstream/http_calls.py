@@ -1,0 +1,180 @@
+"""The fast path's own POST to a 2026-era streamable-HTTP upstream: one request out, its answer back (issue 29).
+
+A 2026-07-28 request over streamable HTTP is a self-contained POST (no
+session, no server→client requests: those are input rounds), answered by one
+``application/json`` body, or by an event stream of the request's own notices
+ending with its response. So a host's ``tools/call`` on the fast path needs
+neither the SDK's transport (a task and two memory channels per request, a
+pydantic model of each message) nor its dispatcher (a future per request):
+``HttpCalls.request`` POSTs the request on the generation's own httpx client
+(its headers, bearer token or OAuth flow, TLS and connection pool, so nothing
+about authentication differs) and reads the answer in the calling task.
+
+Everything the SDK's transport does for such a request is kept: the session's
+stamp writes the ``_meta`` envelope and the routing headers (``Mcp-Method``,
+``Mcp-Name``, ``Mcp-Param-*``, ``MCP-Protocol-Version``); redirects are
+followed only within the endpoint's origin; a JSON-RPC error answered at a
+non-2xx status is that error; a 404 without one is ``METHOD_NOT_FOUND``, any
+other failed status ``INTERNAL_ERROR``; a ``202`` or an event stream that ends
+without the response is a request that will never be answered. The request's
+notices on its event stream go to ``notice`` in wire order, before the result.
+Each line is proven JSON before it is used (DESIGN I12).
+
+Failures are raised as the SDK path's are, for ``upstream.errors.ErrorTranslator``:
+``MCPError`` for an error answer (``PARSE_ERROR`` for a body that is not one
+JSON-RPC message), ``httpx2.TransportError`` when the connection fails (the
+generation is then lost, as when the SDK's transport fails). Cancelling the
+caller closes the response stream: the 2026 wire's cancellation.
+
+Concurrency: ``request`` runs in the caller's task and owns nothing else;
+calls share the client's connection pool and nothing of this object but its
+id counter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from typing import Any, Final, cast
+
+import httpx2
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+
+from supervisor.compat.sdk import MAX_SSE_EVENT_SIZE, stream_within_origin
+from supervisor.wire.codec import to_json
+
+logger = logging.getLogger(__name__)
+
+ID_PREFIX: Final = "mcp-supervisor/http/"
+"""Our ids for these requests (each POST is its own exchange: they only need to tell answers apart in logs)."""
+BASE_HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+Notice = Callable[[str, dict[str, Any]], None]
+"""Takes one notification of the request's event stream (method, params); must not block."""
+
+
+class HttpCalls:
+    """The raw request path of one 2026-era streamable-HTTP generation (``upstream.connect`` makes it).
+
+    Args:
+        server: The server's name (for error texts).
+        url: The endpoint.
+    """
+
+    def __init__(self, server: str, url: str) -> None:
+        self.server = server
+        self.url = url
+        self._client: httpx2.AsyncClient | None = None
+        self._ids = itertools.count(1)
+
+    def bind(self, client: httpx2.AsyncClient) -> None:
+        """The generation's httpx client (``upstream.http`` opens it): configured headers, auth, pool."""
+        self._client = client
+
+    @property
+    def ready(self) -> bool:
+        return self._client is not None
+
+    async def request(
+        self, method: str, params: dict[str, Any], headers: dict[str, str], notice: Notice | None = None
+    ) -> dict[str, Any]:
+        """POST ``method`` with ``params`` (already stamped) and ``headers`` (the stamp's); the result object.
+
+        Raises:
+            MCPError: The server answered with an error, or could not be understood.
+            httpx2.TransportError: The connection failed.
+        """
+        assert self._client is not None
+        request_id = f"{ID_PREFIX}{next(self._ids)}"
+        body = to_json({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        async with stream_within_origin(
+            self._client, "POST", self.url, content=body, headers={**BASE_HEADERS, **headers}
+        ) as response:
+            status = response.status_code
+            content_type = response.headers.get("content-type", "").lower()
+            if status == 202:
+                raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
+            if response.next_request is not None:
+                raise MCPError(INVALID_REQUEST, f"redirect to {response.next_request.url} not followed")
+            if status >= 400:
+                raise await _failed_status(response, content_type)
+            if content_type.startswith("application/json"):
+                return _result_of(await response.aread(), request_id)
+            if content_type.startswith("text/event-stream"):
+                return await _result_of_events(response, request_id, notice)
+            raise MCPError(INVALID_REQUEST, f"Unexpected content type: {content_type}")
+
+
+async def _failed_status(response: httpx2.Response, content_type: str) -> MCPError:
+    """The error a failed status stands for: the JSON-RPC error in its body, else one its status names."""
+    if content_type.startswith("application/json"):
+        try:
+            message = json.loads(await response.aread())
+        except (ValueError, httpx2.StreamError):
+            message = None
+        error = message.get("error") if isinstance(message, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+            return MCPError(error["code"], error["message"], error.get("data"))
+    if response.status_code == 404:
+        return MCPError(METHOD_NOT_FOUND, "Not Found")
+    return MCPError(INTERNAL_ERROR, "Server returned an error response")
+
+
+def _result_of(text: bytes | str, request_id: str) -> dict[str, Any]:
+    """The result of the response ``text`` to ``request_id``; ``MCPError`` for an error or anything else."""
+    try:
+        message = json.loads(text)
+    except ValueError as exc:
+        raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
+    answer = _answer_in(message, request_id)
+    if answer is None:
+        raise MCPError(PARSE_ERROR, "Failed to parse JSON response: not the response to this request")
+    return answer
+
+
+def _answer_in(message: Any, request_id: str) -> dict[str, Any] | None:
+    """``message``'s result if it answers ``request_id``; ``MCPError`` if it is its error; None: not its answer."""
+    if not isinstance(message, dict) or "method" in message or message.get("id") != request_id:
+        return None
+    error = message.get("error")
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        raise MCPError(error["code"], error["message"], error.get("data"))
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise MCPError(PARSE_ERROR, "Failed to parse JSON response: neither a result nor an error")
+    return result
+
+
+async def _result_of_events(response: httpx2.Response, request_id: str, notice: Notice | None) -> dict[str, Any]:
+    """Read the request's event stream: its notices to ``notice``, in order, then its response."""
+    events = cast(
+        AsyncGenerator[httpx2.ServerSentEvent], aiter(httpx2.EventSource(response, max_event_size=MAX_SSE_EVENT_SIZE))
+    )
+    try:
+        # Closed at once when the answer came (httpx's own iterators beneath it are left to the
+        # collector, as the SDK's transport leaves them: the response itself is closed by the caller).
+        async with aclosing(events):
+            async for event in events:
+                if event.event != "message" or not event.data:
+                    continue  # a priming event (an id to resume from) or another kind of event
+                try:
+                    message = json.loads(event.data)
+                except ValueError as exc:
+                    raise MCPError(PARSE_ERROR, f"Failed to parse SSE message: {exc}") from None
+                if isinstance(message, dict) and isinstance(method := message.get("method"), str):
+                    params = message.get("params")
+                    if "id" in message:
+                        logger.debug("a 2026 request's stream carried a request (%s): ignored", method)
+                    elif notice is not None and isinstance(params, dict):
+                        notice(method, params)
+                    continue
+                answer = _answer_in(message, request_id)
+                if answer is not None:
+                    return answer
+    except httpx2.SSEError as exc:
+        raise MCPError(CONNECTION_CLOSED, f"SSE stream failed: {exc}") from None
+    raise MCPError(CONNECTION_CLOSED, "SSE stream ended without a response")
