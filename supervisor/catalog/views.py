@@ -283,6 +283,16 @@ class CatalogView:
             return self._registry.lookup(public_name)
         return self._by_key("tools").get(public_name)
 
+    def input_schema(self, public_name: str) -> dict[str, Any] | None:
+        """The ``inputSchema`` this view shows for tool ``public_name`` (None: no such tool of the view).
+
+        What the SDK's streamable-HTTP server checks a 2026 call's ``Mcp-Param-*``
+        headers against (``Server(get_tool_input_schema=…)``); without it, the SDK
+        would serve a whole ``tools/list`` per ``tools/call`` to find the schema.
+        """
+        tool = self.lookup(public_name)
+        return None if tool is None else tool.definition.input_schema
+
     def lookup_prompt(self, public_name: str) -> RegisteredPrompt | None:
         if self._rules.everything:
             return self._registry.lookup_prompt(public_name)

@@ -34,6 +34,9 @@ of an SDK object.
   splice took off a handshake-era host's wire has neither, so one is built on
   the host's connection (its standalone channel is the stdio wire) the first
   time an upstream's server→client request needs that call's host.
+* ``modern_request_context``: the SDK builds the context of a 2026 HTTP
+  request inside its single-exchange entry; the HTTP front's own answer to a
+  plain call (``host.http_fast_calls``) builds the same one.
 * ``stamp_capabilities_of``: the stamp writes the client's own capabilities into
   every 2026 request; it is wrapped so a request made for a host declares the
   host's (issue 30).
@@ -60,6 +63,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client, stream_within_origin
+from mcp.shared.inbound import InboundModernRoute
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestId
 
 MAX_SSE_EVENT_SIZE: Final = DEFAULT_MAX_SSE_EVENT_SIZE
@@ -73,6 +77,7 @@ __all__ = [
     "connection_of",
     "create_mcp_http_client",
     "gate_sdk_tracing",
+    "modern_request_context",
     "request_context_on",
     "request_envelope",
     "run_input_required_driver",
@@ -102,6 +107,26 @@ def request_context_on(
         session=session,
         lifespan_context=None,
         protocol_version=connection.protocol_version,
+        method=method,
+        params=params,
+        request_id=request_id,
+    )
+
+
+def modern_request_context(
+    verdict: InboundModernRoute, method: str, request_id: RequestId, params: dict[str, Any]
+) -> ServerRequestContext[Any]:
+    """The context the SDK's single-exchange HTTP entry would give a 2026 request (``host.http_fast_calls``).
+
+    Its connection is born ready from the request's envelope, with no channel
+    back to the host (the 2026 HTTP wire has none: a request's notices ride its
+    own response, and ``http_fast_calls`` takes only calls that can get none).
+    """
+    connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
+    return ServerRequestContext(
+        session=ServerSession(cast(Any, connection.outbound), connection),
+        lifespan_context=None,
+        protocol_version=verdict.protocol_version,
         method=method,
         params=params,
         request_id=request_id,

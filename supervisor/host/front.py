@@ -146,6 +146,7 @@ class Front:
             SERVER_NAME,
             version=__version__,
             instructions="Tools and prompts of several MCP servers, named mcp__<server>__<name>.",
+            get_tool_input_schema=self.view.input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self.tool_calls.call_tool,
             on_list_prompts=self._list_prompts,

@@ -9,7 +9,9 @@ has no session to hang it on.
 ``StreamableHTTPSessionManager`` per Front (its task group, one task per host
 session) and hypercorn's trio worker serving ``HttpGuard(by path → manager)``
 on the configured port (``0``: one the OS picks; ``urls`` and the
-``listening`` log line say which). The guard does rebinding protection,
+``listening`` log line say which). In front of each manager, the Front's own
+answer to a 2026 host's plain ``tools/call`` (``host.http_fast_calls``) takes
+the calls it can, and passes the rest on. The guard does rebinding protection,
 bearer auth with view-bound tokens (a token opens only its views' paths: 403
 on any other), and the declared-size check (``ops.http``); each manager
 applies the same body limit to streamed bodies and the SDK's own Host/Origin
@@ -37,10 +39,11 @@ from functools import partial
 import trio
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.config.models import FrontSettings
 from supervisor.host.front import Front
+from supervisor.host.http_fast_calls import HttpFastCalls
 from supervisor.ops.http import HttpGuard, allowed_names, serve_asgi
 
 logger = logging.getLogger(__name__)
@@ -56,9 +59,9 @@ def view_path(view: str) -> str:
 
 
 class _ByPath:
-    """ASGI app: each request to the manager of its path (the guard already answered 404 for any other)."""
+    """ASGI app: each request to the app of its path (the guard already answered 404 for any other)."""
 
-    def __init__(self, apps: Mapping[str, StreamableHTTPASGIApp]) -> None:
+    def __init__(self, apps: Mapping[str, ASGIApp]) -> None:
         self._apps = dict(apps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -86,8 +89,15 @@ class HttpHostLink:
             )
             for view, front in self._fronts.items()
         }
+        self.fast_calls = {
+            path: HttpFastCalls(
+                self._fronts[view], StreamableHTTPASGIApp(self._managers[path]), settings.max_request_body_bytes
+            )
+            for view, path in ((view, view_path(view)) for view in self._fronts)
+        }
+        """Per path, the front's own answer to plain 2026 calls before the SDK's app (``host.http_fast_calls``)."""
         self._guard = HttpGuard(
-            _ByPath({path: StreamableHTTPASGIApp(manager) for path, manager in self._managers.items()}),
+            _ByPath(self.fast_calls),
             token=settings.token,
             scoped_tokens=[(t.secret, frozenset(view_path(v) for v in t.views)) for t in settings.tokens],
             names=names,

@@ -127,18 +127,22 @@ class ToolCalls:
 
     async def call_tool_wire(
         self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
-    ) -> ToolCallResult:
-        """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, restamped."""
+    ) -> dict[str, Any]:
+        """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, restamped.
+
+        Always the result's wire dict, ours included (the HTTP front's own answer
+        writes it as it is: ``host.http_fast_calls``).
+        """
         if self._front.shutting_down:
-            return error_result(SHUTTING_DOWN_TEXT)
+            finished: ToolCallResult = error_result(SHUTTING_DOWN_TEXT)
+        else:
+            upstream_arguments = tool.upstream_arguments(arguments)
 
-        upstream_arguments = tool.upstream_arguments(arguments)
+            async def send(call: HostCall) -> dict[str, Any]:
+                return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
 
-        async def send(call: HostCall) -> dict[str, Any]:
-            return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
-
-        result: Any = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
-        finished = self._finished(result)
+            result: Any = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
+            finished = self._finished(result)
         if isinstance(finished, dict):
             return finished
         # A model here is the SDK's to sieve, but the fast path short-circuits the SDK's serialization.

@@ -132,3 +132,12 @@ def test_the_search_index_is_rebuilt_when_the_views_tools_change() -> None:
     rebuilt = view.search_index()
     assert rebuilt is not first
     assert [match.entry.key for match in rebuilt.search("who changed each line", 1)] == ["mcp__git__blame"]
+
+
+def test_a_views_input_schema_is_the_one_its_hosts_were_shown_and_none_outside_it() -> None:
+    # What the SDK's HTTP server checks Mcp-Param-* headers against (Front: Server(get_tool_input_schema=…)).
+    registry = _registry()
+    view = _view(registry, servers=["git"])
+    assert view.input_schema("mcp__git__status") == {"type": "object", "properties": {}}
+    assert view.input_schema("mcp__files__read_file") is None
+    assert everything(registry).input_schema("mcp__files__read_file") == {"type": "object", "properties": {}}

@@ -27,6 +27,7 @@ from supervisor.host.front import Front
 from supervisor.host.http import HttpHostLink
 from supervisor.host.relay import Relay
 from supervisor.root import Supervisor
+from tests.fidelity_host import HTTP_CLIENT_LEAKS_ASYNCGENS, Recorder
 from tests.sidecar import (
     Host,
     called_tools,
@@ -65,6 +66,7 @@ class InProcessFront:
     supervisor: Supervisor
     front: Front
     url: str
+    link: HttpHostLink
 
     def publish(self, *names: str) -> None:
         """Make the Registry hold exactly ``names`` (owner ``local``): the Front announces the change."""
@@ -73,8 +75,11 @@ class InProcessFront:
 
 
 @asynccontextmanager
-async def serve_front_in_process(tmp_path: Path) -> AsyncIterator[InProcessFront]:
-    config = write_settings(tmp_path, {}, supervisor=http_supervisor_table(max_request_body_bytes=BODY_LIMIT))
+async def serve_front_in_process(
+    tmp_path: Path, servers: dict[str, Any] | None = None
+) -> AsyncIterator[InProcessFront]:
+    table = http_supervisor_table(max_request_body_bytes=BODY_LIMIT)
+    config = write_settings(tmp_path, servers or {}, supervisor=table)
     settings = load_settings(config, environ={"MCP_SUPERVISOR_TOKEN": TOKEN})
     relay = Relay()
     supervisor = Supervisor(settings, host=relay)
@@ -85,7 +90,7 @@ async def serve_front_in_process(tmp_path: Path) -> AsyncIterator[InProcessFront
         await nursery.start(front.run)
         await nursery.start(link.run)
         (url,) = link.urls
-        yield InProcessFront(supervisor, front, url)
+        yield InProcessFront(supervisor, front, url, link)
         nursery.cancel_scope.cancel()
 
 
@@ -130,6 +135,32 @@ async def test_a_foreign_host_or_origin_is_refused_even_with_the_token(tmp_path:
             assert origin.status_code == 403
             local = await http.post(served.url, json=INITIALIZE, headers={**auth, "Origin": "http://localhost:3000"})
             assert local.status_code == 200
+
+
+@HTTP_CLIENT_LEAKS_ASYNCGENS
+async def test_a_2026_hosts_plain_call_is_the_fronts_own_answer_and_any_other_the_sdks(tmp_path: Path) -> None:
+    # host.http_fast_calls takes a call that can get no notices; the host sees the same answers either way.
+    recorder = Recorder(name="ada")
+    with trio.fail_after(scaled(30)):
+        async with serve_front_in_process(tmp_path, {"fx": fixture_server("--fidelity", "--name", "fx")}) as served:
+            taken = served.link.fast_calls["/mcp"].taken
+            # Calls the SDK serves check Mcp-Param-* headers against the view's schema, not a tools/list per call.
+            assert served.front.server.get_tool_input_schema == served.front.view.input_schema
+            async with open_http_host(served.url, TOKEN, "auto", **recorder.client_options(Host())) as host:
+                await host.wait_tools(lambda names: "mcp__fx__echo" in names)
+                before = taken["fast"]
+                assert text_of(await host.call("mcp__fx__echo", {"text": "own"})) == "own"
+                assert taken["fast"] == before + 1
+                with pytest.raises(MCPError) as caught:  # a server's JSON-RPC error passes through, as on the SDK path
+                    await host.call("mcp__fx__nope_not_routed_but_prefixed", {})
+                assert caught.value.code == types.INVALID_PARAMS
+                # Progress: the SDK's (its notices ride the call's event stream).
+                fast = taken["fast"]
+                result = await host.session.call_tool(
+                    "mcp__fx__progress", {"steps": 2}, progress_callback=recorder.on_progress
+                )
+                assert text_of(result) == "progressed 2" and [p for p, _, _ in recorder.progress] == [1, 2]
+                assert taken["fast"] == fast
 
 
 async def test_an_oversized_body_gets_413_whether_declared_or_streamed(tmp_path: Path) -> None:

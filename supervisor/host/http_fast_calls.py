@@ -1,0 +1,255 @@
+"""The HTTP front's own answer to a 2026-era host's plain ``tools/call`` POST (issue 29).
+
+The SDK's streamable-HTTP server spends, per 2026 request, a starlette request
+and response, its security check, a task group with two tasks and a memory
+channel (it cannot know whether the handler will send notices), and a
+``ServerRunner``: a third of the HTTP front's CPU per call. A plain call that
+can get no notices (its ``_meta`` is the envelope alone: no log level, no
+progress token) needs none of it: ``HttpFastCalls`` reads the body, checks it
+as the SDK would, runs the fast path (``ToolCalls.call_tool_wire``, the same
+code as ``host.fast_path``: routing, shutdown refusal, ``tool_timeout_sec``,
+errors, the unknown-tool heal, metrics) in the ASGI task, and writes the
+JSON-RPC answer as ``application/json`` with the SDK's status table.
+
+It takes a POST only when every one of these holds, and hands anything else
+to the SDK's app unchanged (the body it read is replayed): no session id, a
+2026 ``MCP-Protocol-Version`` header, ``Mcp-Method: tools/call``, JSON content,
+an ``Accept`` of both JSON and event streams, no ``Mcp-Param-*`` header, a body
+within the front's limit that is one JSON-RPC request the SDK's ladder
+(``classify_inbound_request``, duplicated routing headers) accepts, params
+``plain_call`` reads with only the envelope in ``_meta``, a tool whose schema
+declares no ``x-mcp-header``, the fast path by ``path_of``, and telemetry off
+(the SDK's span is the SDK path's). The Host/Origin check, the token and the
+declared body size are the guard's (``ops.http``), before any of this.
+
+The 2026 wire cancels a request by closing its stream: one watcher task per
+call waits for ``http.disconnect`` and cancels the call. A call silent for
+``PING_SEC`` commits to ``text/event-stream`` and sends keepalive comments, as
+the SDK does, so a proxy's idle timeout cannot cut it; its answer is then the
+stream's last event. ``taken`` counts each way, so tests can prove which path a
+call took.
+
+Concurrency: each POST in its own ASGI task, plus its watcher; the two share
+one lock around ``send``. No state across requests beyond counters and the
+schema cache (replaced whole when full).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+from mcp.server.runner import modern_error_data
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    find_invalid_x_mcp_header,
+    x_mcp_header_map,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from supervisor.compat.sdk import modern_request_context
+from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
+from supervisor.telemetry.spans import TELEMETRY
+from supervisor.wire.codec import to_json
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from supervisor.host.front import Front
+
+PING_SEC: Final = 15.0
+"""A silent call's keepalive interval once it committed to an event stream (the SDK's ``_SSE_PING_INTERVAL``)."""
+MAX_SCHEMAS: Final = 4096
+"""Tool schemas whose ``x-mcp-header`` verdict is kept (a catalog's worth)."""
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+_PING: Final = {"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True}
+
+
+class HttpFastCalls:
+    """ASGI app in front of one view's SDK app (``sdk``): takes the calls above, passes on the rest."""
+
+    def __init__(self, front: Front, sdk: ASGIApp, max_body_bytes: int) -> None:
+        self._front = front
+        self._sdk = sdk
+        self._max_body_bytes = max_body_bytes
+        self._declares_headers: dict[int, tuple[Any, bool]] = {}
+        self.taken: Counter[str] = Counter()
+        """How many POSTs took each way: ``"fast"`` (answered here) or ``"sdk"`` (passed on)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST" or TELEMETRY.on or not _wanted(scope["headers"]):
+            self.taken["sdk"] += 1
+            await self._sdk(scope, receive, send)
+            return
+        body, read = await _read_body(receive, self._max_body_bytes)
+        taken = self._take(scope, body) if body is not None else None
+        if taken is None:
+            self.taken["sdk"] += 1
+            await self._sdk(scope, _replaying(read, receive), send)
+            return
+        self.taken["fast"] += 1
+        await _answer(taken[0], taken[1], receive, send)
+
+    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Callable[[], Any]] | None:
+        """(the request id, a thunk running the call) if this POST is one to answer here; None: the SDK's."""
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or request.get("method") != "tools/call":
+            return None
+        request_id, params = request.get("id"), request.get("params")
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int) or not isinstance(params, dict):
+            return None
+        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+        if find_duplicated_routing_header(headers) is not None:
+            return None
+        verdict = classify_inbound_request(request, headers=dict(headers))
+        if not isinstance(verdict, InboundModernRoute):
+            return None
+        plain = plain_call(params, handshake_host=False)
+        if plain is None or not ENVELOPE_KEYS.issuperset(params.get("_meta") or ()):
+            return None
+        front = self._front
+        routed = front.route(plain.name)
+        if path_of(plain, routed, stdio_host=False, handshake_host=False) != "fast":
+            return None
+        assert routed is not None
+        tool, actor = routed
+        if self._declares_mcp_headers(tool.definition.input_schema):
+            return None
+        ctx = modern_request_context(verdict, "tools/call", request_id, params)
+        return request_id, lambda: front.tool_calls.call_tool_wire(ctx, tool, actor, plain.arguments)
+
+    def _declares_mcp_headers(self, schema: Any) -> bool:
+        """Whether ``schema`` mirrors arguments into ``Mcp-Param-*`` headers (the SDK checks those)."""
+        held = self._declares_headers.get(id(schema))
+        if held is not None and held[0] is schema:
+            return held[1]
+        if len(self._declares_headers) >= MAX_SCHEMAS:
+            self._declares_headers = {}
+        declares = find_invalid_x_mcp_header(schema) is not None or bool(x_mcp_header_map(schema))
+        self._declares_headers[id(schema)] = (schema, declares)  # the schema is held: its id is not reused
+        return declares
+
+
+def _wanted(headers: list[tuple[bytes, bytes]]) -> bool:
+    """The header checks of the module docstring, on the raw ASGI headers (lower-case names)."""
+    version = method = content_type = accept = None
+    for name, value in headers:
+        if name == b"mcp-protocol-version":
+            version = value
+        elif name == b"mcp-method":
+            method = value
+        elif name == b"content-type":
+            content_type = value
+        elif name == b"accept":
+            accept = value
+        elif name == b"mcp-session-id" or name.startswith(b"mcp-param-"):
+            return False
+    if method != b"tools/call" or version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    if content_type is None or not content_type.lower().startswith(b"application/json"):
+        return False
+    return accept is not None and _accepts_json_and_events(accept.decode("latin-1"))
+
+
+def _accepts_json_and_events(accept: str) -> bool:
+    types = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    if "*/*" in types:
+        return True
+    return bool(types & {"application/json", "application/*"}) and bool(types & {"text/event-stream", "text/*"})
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, list[Message]]:
+    """The whole request body (None: past ``limit``, or the host hung up), and the messages it was read from.
+
+    Reading stops at the first chunk past ``limit``: the SDK's app reads the rest, and refuses it.
+    """
+    read: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":
+            return None, read  # a hang-up: the SDK's app sees it
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return (b"".join(m.get("body", b"") for m in read) if size <= limit else None), read
+        if size > limit:
+            return None, read
+
+
+def _replaying(read: list[Message], receive: Receive) -> Receive:
+    """``receive`` giving the messages already ``read`` first, so the SDK's app reads the request whole."""
+    pending = read[::-1]
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replay
+
+
+async def _answer(request_id: Any, run: Callable[[], Any], receive: Receive, send: Send) -> None:
+    """Run the call, cancelled if the host hangs up, and write its answer (an event stream once it went silent)."""
+    stream = _Stream(send)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream.watch, receive, nursery.cancel_scope)
+        try:
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": await run()}
+            status = 200
+        except Exception as exc:  # what the SDK's runner maps, mapped the same way
+            error = modern_error_data(exc)
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(mode="json", exclude_none=True)}
+            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+        await stream.answer(to_json(reply), status)
+        nursery.cancel_scope.cancel()
+
+
+class _Stream:
+    """One POST's response: JSON, or once the call was silent for ``PING_SEC``, an event stream with pings."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._lock = trio.Lock()
+        self._events = False
+
+    async def watch(self, receive: Receive, call: trio.CancelScope) -> None:
+        """Cancel ``call`` when the host hangs up; ping while it is silent. Cancelled once it is answered."""
+        while True:
+            with trio.move_on_after(PING_SEC):
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    call.cancel()
+                    return
+                continue
+            async with self._lock:
+                if not self._events:
+                    self._events = True
+                    await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                await self._send(_PING)
+
+    async def answer(self, body: bytes, status: int) -> None:
+        async with self._lock:
+            if self._events:
+                event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+                await self._send({"type": "http.response.body", "body": event, "more_body": False})
+                return
+            headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+            await self._send({"type": "http.response.start", "status": status, "headers": headers})
+            await self._send({"type": "http.response.body", "body": body, "more_body": False})

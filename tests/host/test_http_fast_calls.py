@@ -1,0 +1,248 @@
+"""The HTTP front's own answer to a plain 2026 ``tools/call`` (``host.http_fast_calls``), over raw ASGI.
+
+The Front and the SDK's app are fakes behind the ASGI seam: each test sends
+one POST as hypercorn would and checks who answered it and how. Which POSTs
+it takes is the module's list, one case per condition; everything else must
+reach the SDK's app with its body intact. End to end, with a real host and
+upstream: ``test_http_front.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any, Final
+
+import pytest
+import trio
+import trio.testing
+from mcp import MCPError
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    INVALID_PARAMS,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
+
+from supervisor.host.http_fast_calls import PING_SEC, HttpFastCalls
+
+MODERN: Final = "2026-07-28"
+ENVELOPE: Final = {
+    PROTOCOL_VERSION_META_KEY: MODERN,
+    CLIENT_INFO_META_KEY: {"name": "host", "version": "1"},
+    CLIENT_CAPABILITIES_META_KEY: {"sampling": {}},
+}
+HEADERS: Final = {
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+    "mcp-protocol-version": MODERN,
+    "mcp-method": "tools/call",
+    "mcp-name": "mcp__fx__echo",
+}
+LIMIT: Final = 4096
+
+
+def _body(**changes: Any) -> dict[str, Any]:
+    params = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}, "_meta": dict(ENVELOPE)}
+    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params, **changes}
+
+
+class _FakeFront:
+    """What ``HttpFastCalls`` reads of a Front: its routes and the fast path's runner."""
+
+    def __init__(self, call: Any = None, schema: dict[str, Any] | None = None) -> None:
+        definition = SimpleNamespace(input_schema=schema or {"type": "object"})
+        self.tool = SimpleNamespace(source=SimpleNamespace(output_schema=None), definition=definition)
+        self.actor = SimpleNamespace(ready_upstream=SimpleNamespace(splice=None))
+        self.contexts: list[Any] = []
+        self._call = call
+        self.tool_calls = self
+
+    def route(self, name: str) -> Any:
+        return (self.tool, self.actor) if name == "mcp__fx__echo" else None
+
+    async def call_tool_wire(self, ctx: Any, tool: Any, actor: Any, arguments: Any) -> dict[str, Any]:
+        self.contexts.append(ctx)
+        if self._call is not None:
+            result: dict[str, Any] = await self._call(arguments)
+            return result
+        return {"content": [{"type": "text", "text": arguments["text"]}], "resultType": "complete"}
+
+
+class _FakeSdk:
+    """The SDK's app: records what reached it, the body as it read it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.bodies.append(body)
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b"sdk", "more_body": False})
+
+
+async def _post(
+    front: _FakeFront, body: bytes, headers: dict[str, str] = HEADERS, *, chunk: int = 0, hang_up: bool = False
+) -> tuple[HttpFastCalls, _FakeSdk, list[dict[str, Any]]]:
+    sdk = _FakeSdk()
+    app = HttpFastCalls(front, sdk, LIMIT)  # type: ignore[arg-type]
+    scope = {"type": "http", "method": "POST", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+    parts = [body[i : i + chunk] for i in range(0, len(body), chunk)] if chunk else [body]
+    incoming: list[dict[str, Any]] = [
+        {"type": "http.request", "body": part, "more_body": index < len(parts) - 1} for index, part in enumerate(parts)
+    ]
+    gone = trio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        if hang_up:
+            return {"type": "http.disconnect"}
+        await gone.wait()  # the host stays until the answer is written
+        return {"type": "http.disconnect"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)  # type: ignore[arg-type]
+    return app, sdk, sent
+
+
+def _json_answer(sent: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    start, body = sent
+    assert (b"content-type", b"application/json") in start["headers"]
+    return start["status"], json.loads(body["body"])
+
+
+async def test_a_plain_2026_call_is_answered_here_with_the_envelope_as_its_context() -> None:
+    front = _FakeFront()
+    app, sdk, sent = await _post(front, json.dumps(_body()).encode())
+    status, answer = _json_answer(sent)
+    assert status == 200 and answer == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": {"content": [{"type": "text", "text": "hi"}], "resultType": "complete"},
+    }
+    assert sdk.bodies == [] and app.taken == {"fast": 1}
+    (ctx,) = front.contexts
+    assert (ctx.protocol_version, ctx.request_id, ctx.method) == (MODERN, 7, "tools/call")
+    assert ctx.session.client_capabilities.sampling is not None  # the host's, from its envelope
+
+
+def _without(name: str) -> dict[str, str]:
+    return {k: v for k, v in HEADERS.items() if k != name}
+
+
+BODY: Final = json.dumps(_body()).encode()
+PASSED_ON: Final = [
+    pytest.param(BODY, _without("mcp-method"), id="no-mcp-method"),
+    pytest.param(BODY, {**HEADERS, "mcp-protocol-version": "2025-11-25"}, id="handshake-version"),
+    pytest.param(BODY, {**HEADERS, "mcp-session-id": "s"}, id="session"),
+    pytest.param(BODY, {**HEADERS, "mcp-param-text": "hi"}, id="mcp-param-header"),
+    pytest.param(BODY, {**HEADERS, "accept": "application/json"}, id="accepts-json-only"),
+    pytest.param(BODY, {**HEADERS, "content-type": "text/plain"}, id="not-json-content"),
+    pytest.param(BODY, {**HEADERS, "mcp-name": "mcp__fx__other"}, id="name-header-mismatch"),
+    pytest.param(b"{not json", HEADERS, id="not-json"),
+    pytest.param(json.dumps([_body()]).encode(), HEADERS, id="batch"),
+    pytest.param(json.dumps(_body(method="tools/list")).encode(), HEADERS, id="other-method"),
+    pytest.param(json.dumps({k: v for k, v in _body().items() if k != "id"}).encode(), HEADERS, id="no-id"),
+    pytest.param(json.dumps(_body(id=True)).encode(), HEADERS, id="bool-id"),
+    pytest.param(
+        json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, LOG_LEVEL_META_KEY: "info"}})).encode(),
+        HEADERS,
+        id="log-level",
+    ),
+    pytest.param(
+        json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, "progressToken": 1}})).encode(),
+        HEADERS,
+        id="progress-token",
+    ),
+    pytest.param(
+        json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, "traceparent": "00-x"}})).encode(),
+        HEADERS,
+        id="trace-context",
+    ),
+    pytest.param(
+        json.dumps(_body(params={"name": "mcp__fx__echo", "requestState": "s", "_meta": ENVELOPE})).encode(),
+        HEADERS,
+        id="input-round-retry",
+    ),
+    pytest.param(
+        json.dumps(_body(params={"name": "mcp__fx__nope", "_meta": ENVELOPE})).encode(),
+        {**HEADERS, "mcp-name": "mcp__fx__nope"},
+        id="not-routed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "headers"), PASSED_ON)
+async def test_every_other_post_reaches_the_sdks_app_with_its_body_whole(body: bytes, headers: dict[str, str]) -> None:
+    front = _FakeFront()
+    app, sdk, sent = await _post(front, body, headers)
+    assert sdk.bodies == [body] and front.contexts == []
+    assert app.taken == {"sdk": 1} and sent[0]["status"] == 299
+
+
+async def test_a_body_over_the_limit_reaches_the_sdk_whole_for_its_413() -> None:
+    body = json.dumps(_body(params={"name": "mcp__fx__echo", "arguments": {"text": "x" * LIMIT}})).encode()
+    _, sdk, _ = await _post(_FakeFront(), body, chunk=1000)
+    assert sdk.bodies == [body]
+
+
+async def test_a_tool_that_mirrors_arguments_into_headers_is_the_sdks_to_check() -> None:
+    schema = {"type": "object", "properties": {"text": {"type": "string", "x-mcp-header": "Text"}}}
+    app, sdk, _ = await _post(_FakeFront(schema=schema), BODY)
+    assert sdk.bodies == [BODY] and app.taken == {"sdk": 1}
+
+
+@pytest.mark.parametrize(("code", "status"), [(INVALID_PARAMS, 400), (-32042, 200)])
+async def test_a_json_rpc_error_of_the_call_is_its_error_answer_with_the_sdks_status(code: int, status: int) -> None:
+    async def fail(arguments: Any) -> dict[str, Any]:
+        raise MCPError(code, "no", {"why": 1})
+
+    _, _, sent = await _post(_FakeFront(fail), BODY)
+    got_status, answer = _json_answer(sent)
+    assert got_status == status
+    assert answer == {"jsonrpc": "2.0", "id": 7, "error": {"code": code, "message": "no", "data": {"why": 1}}}
+
+
+async def test_a_host_that_hangs_up_cancels_its_call_and_gets_no_answer() -> None:
+    cancelled = trio.Event()
+
+    async def hang(arguments: Any) -> dict[str, Any]:
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+        raise AssertionError("unreachable")
+
+    with trio.fail_after(5):
+        _, _, sent = await _post(_FakeFront(hang), BODY, hang_up=True)
+    assert cancelled.is_set() and sent == []
+
+
+async def test_a_silent_call_commits_to_an_event_stream_and_pings_until_its_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def slow(arguments: Any) -> dict[str, Any]:
+        await trio.sleep(PING_SEC * 2.5)
+        return {"content": [], "resultType": "complete"}
+
+    _, _, sent = await _post(_FakeFront(slow), BODY)
+    start, *pings, last = sent
+    assert start["status"] == 200 and (b"content-type", b"text/event-stream") in start["headers"]
+    assert [p["body"] for p in pings] == [b": ping\r\n\r\n"] * 2
+    assert last["more_body"] is False and last["body"].startswith(b"event: message\r\ndata: ")
+    assert json.loads(last["body"].removeprefix(b"event: message\r\ndata: "))["result"] == {
+        "content": [],
+        "resultType": "complete",
+    }
