@@ -293,6 +293,8 @@ class ServerActor(HostRequests):
                             upstream.identity, upstream.protocol_version, extra=self._log_fields,
                         )  # fmt: skip
                         await upstream.health.lost.wait()
+                        if (needs_login := upstream.health.needs_login) is not None:
+                            return _GenerationEnd(str(needs_login), ready_at, needs_login=needs_login)
                         return _GenerationEnd(f"connection lost: {upstream.health.reason}", ready_at)
                     finally:
                         self._upstream = None

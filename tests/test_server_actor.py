@@ -23,7 +23,7 @@ import trio.testing
 from supervisor.catalog.naming import public_tool_name
 from supervisor.catalog.registry import Registry
 from supervisor.config.servers import ReconnectSettings, ServerSettings
-from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable
+from supervisor.errors import UpstreamNeedsLogin, UpstreamProtocolError, UpstreamUnavailable
 from supervisor.ops.status import ServerStatus
 from supervisor.server_actor import LIST_CHANGED_DEBOUNCE_SEC, LIST_CHANGED_MAX_WAIT_SEC, ServerActor
 from tests.fakes import FakeServer, tool
@@ -685,3 +685,22 @@ async def test_a_hosts_roots_notice_reaches_the_current_generation_once_however_
             rig.actor.notify_roots_changed()
             await trio.testing.wait_all_tasks_blocked()
             assert rig.fake.roots_notices == 2
+
+
+async def test_a_generation_lost_because_only_a_login_helps_parks_in_needs_login_without_reconnecting(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The fast path's own HTTP POST found the refresh refused (upstream.http_calls): no backoff loop.
+    fake = FakeServer([tool("echo")])
+    rig = _Rig(fake)
+    with trio.fail_after(BOUND_SEC):
+        async with rig.running():
+            await trio.sleep(1.0)
+            assert rig.state() == "ready" and fake.session is not None
+            fake.session.health.mark_needs_login(
+                UpstreamNeedsLogin("srv", "server 'srv': run `mcp-supervisor login srv`")
+            )
+            await trio.sleep(60.0)
+            assert rig.state() == "needs_login"
+            assert len(fake.connect_times) == 1
+            assert "mcp-supervisor login srv" in (rig.actor.status.last_error or "")

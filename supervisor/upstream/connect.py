@@ -137,7 +137,9 @@ async def open_upstream(
 
     upstream_ref: list[Upstream] = []
     splice = UpstreamSplice(name, settings.tool_timeout_sec) if settings.transport == "stdio" else None
-    calls = HttpCalls(name, settings.url) if settings.url is not None and settings.http_transport != "sse" else None
+    calls = (
+        HttpCalls(name, settings.url, health) if settings.url is not None and settings.http_transport != "sse" else None
+    )
     client = Client(
         tapped(_open_transport(settings, health, splice, calls, early), tap, settings.max_tools),
         mode=settings.protocol,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import trio
 
 from supervisor.config.values import MASK
+from supervisor.errors import UpstreamNeedsLogin
 
 
 @dataclass
@@ -27,6 +28,15 @@ class TransportHealth:
     explain: Callable[[], str | None] | None = None
     """Why the server ended the connection, when the transport knows better than "connection closed"
     (an OAuth transport that was refused a scope: ``upstream.http``); asked when the loss is marked."""
+
+    needs_login: UpstreamNeedsLogin | None = None
+    """Set when a request found that only a person can help (``upstream.http_calls``): the actor parks."""
+
+    def mark_needs_login(self, error: UpstreamNeedsLogin) -> None:
+        """The generation is lost as only a person can fix (``error``: a refused refresh): its actor parks."""
+        if not self.lost.is_set():
+            self.needs_login = error
+        self.mark_lost(str(error))
 
     def mark_lost(self, reason: str) -> None:
         """Record the first reason the transport died (its ``explain``, if that has one) and wake the watcher."""

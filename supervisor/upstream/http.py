@@ -94,6 +94,8 @@ async def open_http_transport(
         # A refused scope closes the connection: "connection closed" would hide what to run (issue 30).
         health.explain = lambda: str(refused) if (refused := run_auth.needs_login()) is not None else None
     try:
+        if calls is not None:
+            calls.needs_login = run_auth.needs_login if run_auth is not None else None
         async with open_http_streams(settings, headers, run_auth.auth if run_auth else None, calls) as (read, write):
             watched: Any = _WatchedReadStream(read, health)
             yield watched, write

@@ -23,7 +23,10 @@ Each line is proven JSON before it is used (DESIGN I12).
 Failures are raised as the SDK path's are, for ``upstream.errors.ErrorTranslator``:
 ``MCPError`` for an error answer (``PARSE_ERROR`` for a body that is not one
 JSON-RPC message), ``httpx2.TransportError`` when the connection fails (the
-generation is then lost, as when the SDK's transport fails). Cancelling the
+generation is then lost, as when the SDK's transport fails). Anything else
+(the OAuth flow's failure) ends the generation as the SDK transport's failure
+would: ``UpstreamNeedsLogin`` when only a person can help (the actor parks),
+else ``UpstreamUnavailable``. Cancelling the
 caller closes the response stream: the 2026 wire's cancellation.
 
 Concurrency: ``request`` runs in the caller's task and owns nothing else;
@@ -45,6 +48,8 @@ from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
 from supervisor.compat.sdk import MAX_SSE_EVENT_SIZE, stream_within_origin
+from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
+from supervisor.upstream.health import TransportHealth
 from supervisor.wire.codec import to_json
 
 logger = logging.getLogger(__name__)
@@ -63,13 +68,17 @@ class HttpCalls:
     Args:
         server: The server's name (for error texts).
         url: The endpoint.
+        health: The generation's; a request that fails past the transport marks it lost.
     """
 
-    def __init__(self, server: str, url: str) -> None:
+    def __init__(self, server: str, url: str, health: TransportHealth) -> None:
         self.server = server
         self.url = url
+        self._health = health
         self._client: httpx2.AsyncClient | None = None
         self._ids = itertools.count(1)
+        self.needs_login: Callable[[], UpstreamNeedsLogin | None] | None = None
+        """Set for an OAuth server (``upstream.http``): says when only a person can help now."""
 
     def bind(self, client: httpx2.AsyncClient) -> None:
         """The generation's httpx client (``upstream.http`` opens it): configured headers, auth, pool."""
@@ -87,7 +96,28 @@ class HttpCalls:
         Raises:
             MCPError: The server answered with an error, or could not be understood.
             httpx2.TransportError: The connection failed.
+            UpstreamUnavailable: Anything else failed the request (the auth flow, say): the generation is lost.
+            UpstreamNeedsLogin: The OAuth flow found that only a person can help (the actor parks).
         """
+        try:
+            return await self._post(method, params, headers, notice)
+        except (MCPError, httpx2.TransportError):
+            raise
+        except Exception as exc:  # as when the SDK's transport fails: the generation ends, and says why
+            raise self._lost(method, exc) from exc
+
+    def _lost(self, method: str, exc: Exception) -> UpstreamUnavailable:
+        needs_login = self.needs_login() if self.needs_login is not None else None
+        if needs_login is not None:
+            self._health.mark_needs_login(needs_login)
+            return needs_login
+        reason = self._health.redact(f"{type(exc).__name__}: {exc}")
+        self._health.mark_lost(f"HTTP request failed: {reason}")
+        return UpstreamUnavailable(self.server, f"server {self.server!r}: transport failed during {method}: {reason}")
+
+    async def _post(
+        self, method: str, params: dict[str, Any], headers: dict[str, str], notice: Notice | None
+    ) -> dict[str, Any]:
         assert self._client is not None
         request_id = f"{ID_PREFIX}{next(self._ids)}"
         body = to_json({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})

@@ -19,7 +19,7 @@ import trio
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
-from supervisor.errors import UpstreamUnavailable
+from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 from supervisor.upstream.errors import ErrorTranslator
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.http_calls import ID_PREFIX, HttpCalls
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 def _calls(handler: Handler) -> tuple[HttpCalls, httpx2.AsyncClient]:
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler), headers={"authorization": "Bearer t"})
-    calls = HttpCalls("web", URL)
+    calls = HttpCalls("web", URL, TransportHealth())
     calls.bind(client)
     return calls, client
 
@@ -198,3 +198,33 @@ async def test_a_cancelled_call_closes_its_response_stream_the_2026_wires_cancel
             await calls.request("tools/call", {"name": "slow"}, {}, lambda method, params: scope.cancel())
     assert scope.cancelled_caught
     assert stream.closed
+
+
+class _RefusedRefresh(Exception):
+    """What an OAuth flow raises inside httpx when the authorization server refuses a refresh."""
+
+
+@pytest.mark.parametrize("login_required", [True, False])
+async def test_a_failure_past_the_transport_ends_the_generation_and_says_whether_only_a_login_helps(
+    login_required: bool,
+) -> None:
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        raise _RefusedRefresh("the authorization server refused the token refresh (HTTP 400)")
+
+    health = TransportHealth()
+    calls = HttpCalls("remote", URL, health)
+    calls.needs_login = lambda: (
+        UpstreamNeedsLogin("remote", "run `mcp-supervisor login remote`") if login_required else None
+    )
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+        calls.bind(client)
+        with pytest.raises(UpstreamUnavailable) as caught:
+            await calls.request("tools/call", {"name": "echo"}, {})
+    assert health.lost.is_set()
+    if login_required:
+        assert isinstance(caught.value, UpstreamNeedsLogin) and health.needs_login is caught.value
+    else:
+        assert health.needs_login is None
+        assert "transport failed during tools/call: _RefusedRefresh: the authorization server refused" in str(
+            caught.value
+        )
