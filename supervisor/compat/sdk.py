@@ -50,7 +50,7 @@ Concurrency: plain functions and aliases; nothing here awaits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
@@ -63,6 +63,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client, stream_within_origin
+from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import InboundModernRoute
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestId
 
@@ -114,23 +115,44 @@ def request_context_on(
 
 
 def modern_request_context(
-    verdict: InboundModernRoute, method: str, request_id: RequestId, params: dict[str, Any]
+    verdict: InboundModernRoute,
+    method: str,
+    request_id: RequestId,
+    params: dict[str, Any],
+    notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]],
 ) -> ServerRequestContext[Any]:
     """The context the SDK's single-exchange HTTP entry would give a 2026 request (``host.http_fast_calls``).
 
     Its connection is born ready from the request's envelope, with no channel
-    back to the host (the 2026 HTTP wire has none: a request's notices ride its
-    own response, and ``http_fast_calls`` takes only calls that can get none).
+    back to the host but the request's own response: a request-scoped notice
+    goes to ``notify`` (the 2026 HTTP wire has no server→client requests).
+    ``meta`` is the request's ``_meta`` as it came.
     """
     connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
     return ServerRequestContext(
-        session=ServerSession(cast(Any, connection.outbound), connection),
+        session=ServerSession(cast(Any, _ResponseChannel(notify)), connection),
         lifespan_context=None,
         protocol_version=verdict.protocol_version,
         method=method,
         params=params,
         request_id=request_id,
+        meta=params.get("_meta"),
     )
+
+
+class _ResponseChannel:
+    """A 2026 HTTP request's ``DispatchContext`` as a ``ServerSession`` uses it: notices onto its response."""
+
+    can_send_request = False
+
+    def __init__(self, notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]]) -> None:
+        self.notify_on_response = notify
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        await self.notify_on_response(method, params)
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
+        raise NoBackChannelError(method)
 
 
 def add_server_middleware(server: Server[Any], middleware: ServerMiddleware[Any]) -> None:

@@ -3,13 +3,16 @@
 The SDK's streamable-HTTP server spends, per 2026 request, a starlette request
 and response, its security check, a task group with two tasks and a memory
 channel (it cannot know whether the handler will send notices), and a
-``ServerRunner``: a third of the HTTP front's CPU per call. A plain call that
-can get no notices (its ``_meta`` is the envelope alone: no log level, no
-progress token) needs none of it: ``HttpFastCalls`` reads the body, checks it
+``ServerRunner``: a third of the HTTP front's CPU per call. A plain call
+(its ``_meta`` the envelope and at most a log level: no progress token, no
+trace context) needs none of it: ``HttpFastCalls`` reads the body, checks it
 as the SDK would, runs the fast path (``ToolCalls.call_tool_wire``, the same
 code as ``host.fast_path``: routing, shutdown refusal, ``tool_timeout_sec``,
 errors, the unknown-tool heal, metrics) in the ASGI task, and writes the
-JSON-RPC answer as ``application/json`` with the SDK's status table.
+JSON-RPC answer as ``application/json`` with the SDK's status table. The
+call's log messages (a host that named a level) turn the response into an
+event stream at the first one, as the SDK's entry does; the answer is then
+its last event.
 
 It takes a POST only when every one of these holds, and hands anything else
 to the SDK's app unchanged (the body it read is replayed): no session id, a
@@ -17,7 +20,7 @@ to the SDK's app unchanged (the body it read is replayed): no session id, a
 an ``Accept`` of both JSON and event streams, no ``Mcp-Param-*`` header, a body
 within the front's limit that is one JSON-RPC request the SDK's ladder
 (``classify_inbound_request``, duplicated routing headers) accepts, params
-``plain_call`` reads with only the envelope in ``_meta``, a tool whose schema
+``plain_call`` reads with only the envelope and a log level in ``_meta``, a tool whose schema
 declares no ``x-mcp-header``, the fast path by ``path_of``, and telemetry off
 (the SDK's span is the SDK path's). The Host/Origin check, the token and the
 declared body size are the guard's (``ops.http``), before any of this.
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -51,6 +54,7 @@ from mcp.shared.inbound import (
     find_invalid_x_mcp_header,
     x_mcp_header_map,
 )
+from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.compat.sdk import modern_request_context
@@ -76,6 +80,10 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _PING: Final = {"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True}
+_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
+"""What ``_meta`` may hold: the envelope, and a log level (the call's log messages ride its own response)."""
+
+Notify = Callable[[str, "Mapping[str, Any] | None"], Awaitable[None]]
 
 
 class HttpFastCalls:
@@ -103,8 +111,8 @@ class HttpFastCalls:
         self.taken["fast"] += 1
         await _answer(taken[0], taken[1], receive, send)
 
-    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Callable[[], Any]] | None:
-        """(the request id, a thunk running the call) if this POST is one to answer here; None: the SDK's."""
+    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Callable[[Notify], Awaitable[dict[str, Any]]]] | None:
+        """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here."""
         try:
             request = json.loads(body)
         except ValueError:
@@ -121,7 +129,7 @@ class HttpFastCalls:
         if not isinstance(verdict, InboundModernRoute):
             return None
         plain = plain_call(params, handshake_host=False)
-        if plain is None or not ENVELOPE_KEYS.issuperset(params.get("_meta") or ()):
+        if plain is None or not _TAKEN_META_KEYS.issuperset(params.get("_meta") or ()):
             return None
         front = self._front
         routed = front.route(plain.name)
@@ -131,8 +139,12 @@ class HttpFastCalls:
         tool, actor = routed
         if self._declares_mcp_headers(tool.definition.input_schema):
             return None
-        ctx = modern_request_context(verdict, "tools/call", request_id, params)
-        return request_id, lambda: front.tool_calls.call_tool_wire(ctx, tool, actor, plain.arguments)
+
+        def run(notify: Notify) -> Awaitable[dict[str, Any]]:
+            ctx = modern_request_context(verdict, "tools/call", request_id, params, notify)
+            return front.tool_calls.call_tool_wire(ctx, tool, actor, plain.arguments)
+
+        return request_id, run
 
     def _declares_mcp_headers(self, schema: Any) -> bool:
         """Whether ``schema`` mirrors arguments into ``Mcp-Param-*`` headers (the SDK checks those)."""
@@ -205,13 +217,16 @@ def _replaying(read: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def _answer(request_id: Any, run: Callable[[], Any], receive: Receive, send: Send) -> None:
-    """Run the call, cancelled if the host hangs up, and write its answer (an event stream once it went silent)."""
+async def _answer(
+    request_id: Any, run: Callable[[Notify], Awaitable[dict[str, Any]]], receive: Receive, send: Send
+) -> None:
+    """Run the call, cancelled if the host hangs up, and write its answer (an event stream once it sent notices
+    or went silent)."""
     stream = _Stream(send)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(stream.watch, receive, nursery.cancel_scope)
         try:
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": await run()}
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": await run(stream.notice)}
             status = 200
         except Exception as exc:  # what the SDK's runner maps, mapped the same way
             error = modern_error_data(exc)
@@ -243,6 +258,18 @@ class _Stream:
                     self._events = True
                     await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
                 await self._send(_PING)
+
+    async def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """One of the call's notices (its log messages): the response becomes an event stream, if not yet."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        event = b"event: message\r\ndata: " + to_json(message) + b"\r\n\r\n"
+        async with self._lock:
+            if not self._events:
+                self._events = True
+                await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            await self._send({"type": "http.response.body", "body": event, "more_body": True})
 
     async def answer(self, body: bytes, status: int) -> None:
         async with self._lock:

@@ -13,6 +13,7 @@ import json
 from types import SimpleNamespace
 from typing import Any, Final
 
+import mcp_types as types
 import pytest
 import trio
 import trio.testing
@@ -157,11 +158,6 @@ PASSED_ON: Final = [
     pytest.param(json.dumps({k: v for k, v in _body().items() if k != "id"}).encode(), HEADERS, id="no-id"),
     pytest.param(json.dumps(_body(id=True)).encode(), HEADERS, id="bool-id"),
     pytest.param(
-        json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, LOG_LEVEL_META_KEY: "info"}})).encode(),
-        HEADERS,
-        id="log-level",
-    ),
-    pytest.param(
         json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, "progressToken": 1}})).encode(),
         HEADERS,
         id="progress-token",
@@ -228,6 +224,28 @@ async def test_a_host_that_hangs_up_cancels_its_call_and_gets_no_answer() -> Non
     with trio.fail_after(5):
         _, _, sent = await _post(_FakeFront(hang), BODY, hang_up=True)
     assert cancelled.is_set() and sent == []
+
+
+async def test_a_calls_log_messages_turn_its_answer_into_an_event_stream_in_order() -> None:
+    async def logs(arguments: Any) -> dict[str, Any]:
+        (ctx,) = front.contexts
+        assert ctx.meta[LOG_LEVEL_META_KEY] == "info"  # what HostCall.log_level reads
+        for text in ("one", "two"):
+            log = types.LoggingMessageNotificationParams(level="info", data=text)
+            await ctx.session.send_notification(types.LoggingMessageNotification(params=log), related_request_id=7)
+        return {"content": [], "resultType": "complete"}
+
+    front = _FakeFront(logs)
+    body = json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, LOG_LEVEL_META_KEY: "info"}}))
+    app, sdk, sent = await _post(front, body.encode())
+    assert app.taken == {"fast": 1} and sdk.bodies == []
+    start, *events = sent
+    assert (b"content-type", b"text/event-stream") in start["headers"]
+    messages = [json.loads(e["body"].removeprefix(b"event: message\r\ndata: ")) for e in events]
+    assert [m.get("params", {}).get("data") for m in messages[:2]] == ["one", "two"]
+    assert [m.get("method") for m in messages[:2]] == ["notifications/message"] * 2
+    assert messages[2] == {"jsonrpc": "2.0", "id": 7, "result": {"content": [], "resultType": "complete"}}
+    assert [e["more_body"] for e in events] == [True, True, False]
 
 
 async def test_a_silent_call_commits_to_an_event_stream_and_pings_until_its_answer(
