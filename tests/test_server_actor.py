@@ -695,12 +695,13 @@ async def test_a_generation_lost_because_only_a_login_helps_parks_in_needs_login
     rig = _Rig(fake)
     with trio.fail_after(BOUND_SEC):
         async with rig.running():
-            await trio.sleep(1.0)
+            await rig.actor.wait_first_attempt()
             assert rig.state() == "ready" and fake.session is not None
-            fake.session.health.mark_needs_login(
-                UpstreamNeedsLogin("srv", "server 'srv': run `mcp-supervisor login srv`")
-            )
-            await trio.sleep(60.0)
+            refused = UpstreamNeedsLogin("srv", "server 'srv': run `mcp-supervisor login srv`")
+            fake.session.health.mark_needs_login(refused)
+            await trio.testing.wait_all_tasks_blocked()
             assert rig.state() == "needs_login"
-            assert len(fake.connect_times) == 1
+            autojump_clock.jump(60.0)  # far past every reconnect delay: a parked actor does not retry
+            await trio.testing.wait_all_tasks_blocked()
+            assert rig.state() == "needs_login" and len(fake.connect_times) == 1
             assert "mcp-supervisor login srv" in (rig.actor.status.last_error or "")

@@ -10,6 +10,7 @@ upstream: ``test_http_front.py``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, Final
 
@@ -90,8 +91,15 @@ class _FakeSdk:
 
 
 async def _post(
-    front: _FakeFront, body: bytes, headers: dict[str, str] = HEADERS, *, chunk: int = 0, hang_up: bool = False
+    front: _FakeFront,
+    body: bytes,
+    headers: dict[str, str] = HEADERS,
+    *,
+    chunk: int = 0,
+    hang_up: bool = False,
+    watch: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[HttpFastCalls, _FakeSdk, list[dict[str, Any]]]:
+    """POST ``body`` to a fresh ``HttpFastCalls`` over ``front``: what it sent (each message also to ``watch``)."""
     sdk = _FakeSdk()
     app = HttpFastCalls(front, sdk, LIMIT)  # type: ignore[arg-type]
     scope = {"type": "http", "method": "POST", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
@@ -113,6 +121,8 @@ async def _post(
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
+        if watch is not None:
+            watch(message)
 
     await app(scope, receive, send)  # type: ignore[arg-type]
     return app, sdk, sent
@@ -216,7 +226,7 @@ async def test_a_host_that_hangs_up_cancels_its_call_and_gets_no_answer() -> Non
 
     async def hang(arguments: Any) -> dict[str, Any]:
         try:
-            await trio.sleep_forever()
+            await trio.Event().wait()  # a call that never ends on its own
         finally:
             cancelled.set()
         raise AssertionError("unreachable")
@@ -251,14 +261,25 @@ async def test_a_calls_log_messages_turn_its_answer_into_an_event_stream_in_orde
 async def test_a_silent_call_commits_to_an_event_stream_and_pings_until_its_answer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    pings: list[float] = []
+    pinged_twice = trio.Event()
+    started = trio.current_time()
+
+    def watch(message: dict[str, Any]) -> None:
+        if message.get("body") == b": ping\r\n\r\n":
+            pings.append(trio.current_time() - started)
+            if len(pings) == 2:
+                pinged_twice.set()
+
     async def slow(arguments: Any) -> dict[str, Any]:
-        await trio.sleep(PING_SEC * 2.5)
+        await pinged_twice.wait()  # silent until the front has pinged twice (the clock jumps to each ping)
         return {"content": [], "resultType": "complete"}
 
-    _, _, sent = await _post(_FakeFront(slow), BODY)
-    start, *pings, last = sent
+    _, _, sent = await _post(_FakeFront(slow), BODY, watch=watch)
+    assert pings == [pytest.approx(PING_SEC), pytest.approx(2 * PING_SEC)]
+    start, *middle, last = sent
     assert start["status"] == 200 and (b"content-type", b"text/event-stream") in start["headers"]
-    assert [p["body"] for p in pings] == [b": ping\r\n\r\n"] * 2
+    assert [p["body"] for p in middle] == [b": ping\r\n\r\n"] * 2
     assert last["more_body"] is False and last["body"].startswith(b"event: message\r\ndata: ")
     assert json.loads(last["body"].removeprefix(b"event: message\r\ndata: "))["result"] == {
         "content": [],
