@@ -190,20 +190,21 @@ async def send_raw_request(session: ClientSession, method: str, params: dict[str
     Raises:
         MCPError: The server answered with an error, or the connection closed.
     """
-    data: dict[str, Any] = {"method": method, "params": params}
-    opts: Any = {}
-    session._stamp(data, opts)
-    result: dict[str, Any] = await session._dispatcher.send_raw_request(method, data["params"], opts)
+    result: dict[str, Any] = await session._dispatcher.send_raw_request(method, params, _stamp(session, method, params))
     return result
 
 
 def stamp_request(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, str]:
     """Stamp ``params`` of a ``method`` request in place as ``session`` would; the headers its stamp adds."""
-    data: dict[str, Any] = {"method": method, "params": params}
-    opts: Any = {}
-    session._stamp(data, opts)
-    headers: dict[str, str] = opts.get("headers") or {}
+    headers: dict[str, str] = _stamp(session, method, params).get("headers") or {}
     return headers
+
+
+def _stamp(session: ClientSession, method: str, params: dict[str, Any]) -> Any:
+    """Run ``session``'s stamp over ``params`` (in place); the call options it wrote (headers among them)."""
+    opts: Any = {}
+    session._stamp({"method": method, "params": params}, opts)
+    return opts
 
 
 def stamp_capabilities_of(session: ClientSession, capabilities: Callable[[], dict[str, Any] | None]) -> None:
@@ -228,8 +229,7 @@ def stamp_capabilities_of(session: ClientSession, capabilities: Callable[[], dic
 
 def request_envelope(session: ClientSession, method: str) -> dict[str, Any]:
     """The ``_meta`` the session's stamp puts on a ``method`` request (the 2026 envelope; empty before it)."""
-    data: dict[str, Any] = {"method": method, "params": {}}
-    opts: Any = {}
-    session._stamp(data, opts)
-    meta: dict[str, Any] = data["params"].get("_meta", {})
+    params: dict[str, Any] = {}
+    _stamp(session, method, params)
+    meta: dict[str, Any] = params.get("_meta", {})
     return meta

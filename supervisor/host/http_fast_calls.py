@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundModernRoute,
@@ -56,6 +57,7 @@ from mcp.shared.inbound import (
 )
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
 
 from supervisor.compat.sdk import modern_request_context
 from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
@@ -98,7 +100,7 @@ class HttpFastCalls:
         """How many POSTs took each way: ``"fast"`` (answered here) or ``"sdk"`` (passed on)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST" or TELEMETRY.on or not _wanted(scope["headers"]):
+        if scope["method"] != "POST" or TELEMETRY.on or not _wanted(scope):
             self.taken["sdk"] += 1
             await self._sdk(scope, receive, send)
             return
@@ -158,32 +160,24 @@ class HttpFastCalls:
         return declares
 
 
-def _wanted(headers: list[tuple[bytes, bytes]]) -> bool:
+def _wanted(scope: Scope) -> bool:
     """The header checks of the module docstring, on the raw ASGI headers (lower-case names)."""
-    version = method = content_type = accept = None
-    for name, value in headers:
+    version = method = content_type = None
+    for name, value in scope["headers"]:
         if name == b"mcp-protocol-version":
             version = value
         elif name == b"mcp-method":
             method = value
         elif name == b"content-type":
             content_type = value
-        elif name == b"accept":
-            accept = value
         elif name == b"mcp-session-id" or name.startswith(b"mcp-param-"):
             return False
     if method != b"tools/call" or version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
         return False
     if content_type is None or not content_type.lower().startswith(b"application/json"):
         return False
-    return accept is not None and _accepts_json_and_events(accept.decode("latin-1"))
-
-
-def _accepts_json_and_events(accept: str) -> bool:
-    types = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-    if "*/*" in types:
-        return True
-    return bool(types & {"application/json", "application/*"}) and bool(types & {"text/event-stream", "text/*"})
+    has_json, has_sse = check_accept_headers(Request(scope))  # the SDK's rule, wildcards and all
+    return has_json and has_sse
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, list[Message]]:
@@ -254,29 +248,34 @@ class _Stream:
                     return
                 continue
             async with self._lock:
-                if not self._events:
-                    self._events = True
-                    await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                await self._as_events()
                 await self._send(_PING)
+
+    async def _as_events(self) -> None:
+        """Commit the response to ``text/event-stream``, once (under the lock)."""
+        if not self._events:
+            self._events = True
+            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
 
     async def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
         """One of the call's notices (its log messages): the response becomes an event stream, if not yet."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
-        event = b"event: message\r\ndata: " + to_json(message) + b"\r\n\r\n"
         async with self._lock:
-            if not self._events:
-                self._events = True
-                await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            await self._send({"type": "http.response.body", "body": event, "more_body": True})
+            await self._as_events()
+            await self._send({"type": "http.response.body", "body": _event(to_json(message)), "more_body": True})
 
     async def answer(self, body: bytes, status: int) -> None:
         async with self._lock:
             if self._events:
-                event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
-                await self._send({"type": "http.response.body", "body": event, "more_body": False})
+                await self._send({"type": "http.response.body", "body": _event(body), "more_body": False})
                 return
             headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
             await self._send({"type": "http.response.start", "status": status, "headers": headers})
             await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _event(message: bytes) -> bytes:
+    """One JSON-RPC message as one ``event: message`` of the stream."""
+    return b"event: message\r\ndata: " + message + b"\r\n\r\n"

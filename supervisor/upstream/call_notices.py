@@ -29,9 +29,9 @@ PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
 class NoticeRoutes:
     """The notice routes of one generation of ``server`` (``modern``: it speaks 2026-07-28)."""
 
-    def __init__(self, server: str, host: HostSide | None) -> None:
+    def __init__(self, server: str, host: HostSide | None, *, modern: bool) -> None:
         self.server = server
-        self.modern = False
+        self.modern = modern
         self._host = host
         self._tokens = itertools.count(1)
         self._progress: dict[str, CallNotices] = {}
@@ -47,13 +47,12 @@ class NoticeRoutes:
 
     def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
         """A notification the transport read; ``context`` is the one its response stream was read in, if known."""
-        if message.method == "notifications/message":
-            self.route_log(message.params or {}, context.run(current_call.get) if context is not None else None)
-        elif message.method == "notifications/progress":
-            self.route_progress(message.params or {})
+        by_stream = context is not None and message.method == "notifications/message"
+        call = context.run(current_call.get) if context is not None and by_stream else None
+        self.route(message.method, message.params or {}, call)
 
-    def route(self, method: str, params: dict[str, Any], call: HostCall) -> None:
-        """A notification of ``call``'s own response stream (``upstream.http_calls``)."""
+    def route(self, method: str, params: dict[str, Any], call: HostCall | None) -> None:
+        """A notification of ``call``'s own response stream (None: of no call known; the host side attributes it)."""
         if method == "notifications/message":
             self.route_log(params, call)
         elif method == "notifications/progress":

@@ -146,9 +146,9 @@ async def _failed_status(response: httpx2.Response, content_type: str) -> MCPErr
             message = json.loads(await response.aread())
         except (ValueError, httpx2.StreamError):
             message = None
-        error = message.get("error") if isinstance(message, dict) else None
-        if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
-            return MCPError(error["code"], error["message"], error.get("data"))
+        error = _error_in(message)
+        if error is not None:
+            return error
     if response.status_code == 404:
         return MCPError(METHOD_NOT_FOUND, "Not Found")
     return MCPError(INTERNAL_ERROR, "Server returned an error response")
@@ -170,13 +170,21 @@ def _answer_in(message: Any, request_id: str) -> dict[str, Any] | None:
     """``message``'s result if it answers ``request_id``; ``MCPError`` if it is its error; None: not its answer."""
     if not isinstance(message, dict) or "method" in message or message.get("id") != request_id:
         return None
-    error = message.get("error")
-    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
-        raise MCPError(error["code"], error["message"], error.get("data"))
+    error = _error_in(message)
+    if error is not None:
+        raise error
     result = message.get("result")
     if not isinstance(result, dict):
         raise MCPError(PARSE_ERROR, "Failed to parse JSON response: neither a result nor an error")
     return result
+
+
+def _error_in(message: Any) -> MCPError | None:
+    """The JSON-RPC error ``message`` carries (a code and a message at least), as the ``MCPError`` it stands for."""
+    error = message.get("error") if isinstance(message, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return MCPError(error["code"], error["message"], error.get("data"))
+    return None
 
 
 async def _result_of_events(response: httpx2.Response, request_id: str, notice: Notice | None) -> dict[str, Any]:

@@ -106,8 +106,7 @@ class Upstream:
         self._subscribed: frozenset[str] = frozenset()
         self._subscribing = trio.Lock()
         self._log_level: types.LoggingLevel | None = None
-        self.notice_routes = NoticeRoutes(settings.name, host)
-        self.notice_routes.modern = self.modern
+        self.notice_routes = NoticeRoutes(settings.name, host, modern=self.modern)
         self.splice: UpstreamSplice | None = None
         """The stdio wire splice's end of this generation (``host.splice``); None over HTTP."""
         self.http_calls: HttpCalls | None = None
