@@ -22,7 +22,9 @@ With telemetry on, every streamable-HTTP request also carries the trace
 context of the MCP request it posts (``traceparent``/``tracestate`` headers),
 as well as in its ``_meta``.
 The generation's httpx client is also bound to its ``HttpCalls``
-(``upstream.http_calls``), the fast path's own POST for a 2026-era server.
+(``upstream.http_calls``), the fast path's own POST for a 2026-era server
+(sent on connections of its own where httpx would add nothing: ``upstream.http1``),
+closed with the generation.
 ``transport = "sse"`` selects the legacy HTTP+SSE client
 (:mod:`supervisor.upstream.sse`) with the same headers, auth and watching.
 
@@ -126,8 +128,12 @@ async def _open_streamable(
             http_client.event_hooks = {**http_client.event_hooks, "request": [inject_headers]}
         if calls is not None:
             calls.bind(http_client)
-        async with streamable_http_client(url, http_client=http_client) as streams:
-            yield streams
+        try:
+            async with streamable_http_client(url, http_client=http_client) as streams:
+                yield streams
+        finally:
+            if calls is not None:
+                calls.close()
 
 
 __all__ = ["RunAuth", "open_http_streams", "open_http_transport"]

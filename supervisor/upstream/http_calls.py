@@ -41,7 +41,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 import httpx2
 from mcp import MCPError
@@ -50,7 +50,9 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD
 from supervisor.compat.sdk import MAX_SSE_EVENT_SIZE, stream_within_origin
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 from supervisor.upstream.health import TransportHealth
+from supervisor.upstream.http1 import Answer, Http1Pool
 from supervisor.wire.codec import to_json
+from supervisor.wire.event_stream import EventStreamDecoder, EventTooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +78,29 @@ class HttpCalls:
         self.url = url
         self._health = health
         self._client: httpx2.AsyncClient | None = None
+        self._pool: Http1Pool | None = None
         self._ids = itertools.count(1)
         self.needs_login: Callable[[], UpstreamNeedsLogin | None] | None = None
         """Set for an OAuth server (``upstream.http``): says when only a person can help now."""
 
     def bind(self, client: httpx2.AsyncClient) -> None:
-        """The generation's httpx client (``upstream.http`` opens it): configured headers, auth, pool."""
+        """The generation's httpx client (``upstream.http`` opens it): configured headers, auth, pool.
+
+        Where httpx would do nothing more than send the POST, ``upstream.http1``
+        sends it instead, on connections of its own (``Http1Pool.for_client``).
+        """
         self._client = client
+        self._pool = Http1Pool.for_client(client, self.url)
+
+    def close(self) -> None:
+        """The generation is over: close the raw connections (httpx closes its own)."""
+        if self._pool is not None:
+            self._pool.close()
+
+    @property
+    def pool(self) -> Http1Pool | None:
+        """The raw connections' pool, if the POSTs go that way (tests read it)."""
+        return self._pool
 
     @property
     def ready(self) -> bool:
@@ -121,25 +139,53 @@ class HttpCalls:
         assert self._client is not None
         request_id = f"{ID_PREFIX}{next(self._ids)}"
         body = to_json({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        async with stream_within_origin(
-            self._client, "POST", self.url, content=body, headers={**BASE_HEADERS, **headers}
-        ) as response:
-            status = response.status_code
-            content_type = response.headers.get("content-type", "").lower()
-            if status == 202:
-                raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
+        all_headers = {**BASE_HEADERS, **headers}
+        if self._pool is not None:
+            async with self._pool.post(body, all_headers) as answer:
+                if answer is not None and not answer.redirected:
+                    return await _result(answer, answer.content_type, request_id, _events_of(answer), notice)
+            if answer is not None:  # redirected, so not processed: httpx sends it, and this endpoint's next ones
+                self._pool.close()
+                self._pool = None
+        # Not sendable on the raw path (a header it cannot write as is), or redirected: httpx sends it.
+        async with stream_within_origin(self._client, "POST", self.url, content=body, headers=all_headers) as response:
             if response.next_request is not None:
                 raise MCPError(INVALID_REQUEST, f"redirect to {response.next_request.url} not followed")
-            if status >= 400:
-                raise await _failed_status(response, content_type)
-            if content_type.startswith("application/json"):
-                return _result_of(await response.aread(), request_id)
-            if content_type.startswith("text/event-stream"):
-                return await _result_of_events(response, request_id, notice)
-            raise MCPError(INVALID_REQUEST, f"Unexpected content type: {content_type}")
+            content_type = response.headers.get("content-type", "").lower()
+            return await _result(response, content_type, request_id, _httpx_events(response), notice)
 
 
-async def _failed_status(response: httpx2.Response, content_type: str) -> MCPError:
+class _Reply(Protocol):
+    """What ``_result`` reads of an answer: an ``httpx2.Response`` or an ``http1.Answer``."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    async def aread(self) -> bytes: ...
+
+
+Events = AsyncGenerator[tuple[str, str]]
+"""An event stream's events (type, data), in order."""
+
+
+async def _result(
+    reply: _Reply, content_type: str, request_id: str, events: Events, notice: Notice | None
+) -> dict[str, Any]:
+    """The result of the answer to ``request_id``, whichever client read its head."""
+    async with aclosing(events):
+        status = reply.status_code
+        if status == 202:
+            raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
+        if status >= 400:
+            raise await _failed_status(reply, content_type)
+        if content_type.startswith("application/json"):
+            return _result_of(await reply.aread(), request_id)
+        if content_type.startswith("text/event-stream"):
+            return await _result_of_events(events, request_id, notice)
+        raise MCPError(INVALID_REQUEST, f"Unexpected content type: {content_type}")
+
+
+async def _failed_status(response: _Reply, content_type: str) -> MCPError:
     """The error a failed status stands for: the JSON-RPC error in its body, else one its status names."""
     if content_type.startswith("application/json"):
         try:
@@ -187,32 +233,49 @@ def _error_in(message: Any) -> MCPError | None:
     return None
 
 
-async def _result_of_events(response: httpx2.Response, request_id: str, notice: Notice | None) -> dict[str, Any]:
-    """Read the request's event stream: its notices to ``notice``, in order, then its response."""
+async def _httpx_events(response: httpx2.Response) -> Events:
+    """The events of an httpx response's stream (httpx's ``EventSource``, bounded as the SDK bounds it)."""
     events = cast(
         AsyncGenerator[httpx2.ServerSentEvent], aiter(httpx2.EventSource(response, max_event_size=MAX_SSE_EVENT_SIZE))
     )
-    try:
-        # Closed at once when the answer came (httpx's own iterators beneath it are left to the
-        # collector, as the SDK's transport leaves them: the response itself is closed by the caller).
-        async with aclosing(events):
+    # Closed at once when the answer came (httpx's own iterators beneath it are left to the
+    # collector, as the SDK's transport leaves them: the response itself is closed by the caller).
+    async with aclosing(events):
+        try:
             async for event in events:
-                if event.event != "message" or not event.data:
-                    continue  # a priming event (an id to resume from) or another kind of event
-                try:
-                    message = json.loads(event.data)
-                except ValueError as exc:
-                    raise MCPError(PARSE_ERROR, f"Failed to parse SSE message: {exc}") from None
-                if isinstance(message, dict) and isinstance(method := message.get("method"), str):
-                    params = message.get("params")
-                    if "id" in message:
-                        logger.debug("a 2026 request's stream carried a request (%s): ignored", method)
-                    elif notice is not None and isinstance(params, dict):
-                        notice(method, params)
-                    continue
-                answer = _answer_in(message, request_id)
-                if answer is not None:
-                    return answer
-    except httpx2.SSEError as exc:
+                yield event.event, event.data
+        except httpx2.SSEError as exc:
+            raise MCPError(CONNECTION_CLOSED, f"SSE stream failed: {exc}") from None
+
+
+async def _events_of(answer: Answer) -> Events:
+    """The events of a raw answer's stream (``wire.event_stream``, bounded as the SDK bounds it)."""
+    decoder = EventStreamDecoder(MAX_SSE_EVENT_SIZE)
+    try:
+        while chunk := await answer.next_chunk():
+            for event in decoder.feed(chunk):
+                yield event
+    except EventTooLarge as exc:
         raise MCPError(CONNECTION_CLOSED, f"SSE stream failed: {exc}") from None
+
+
+async def _result_of_events(events: Events, request_id: str, notice: Notice | None) -> dict[str, Any]:
+    """Read the request's event stream: its notices to ``notice``, in order, then its response."""
+    async for event, data in events:
+        if event != "message" or not data:
+            continue  # a priming event (an id to resume from) or another kind of event
+        try:
+            message = json.loads(data)
+        except ValueError as exc:
+            raise MCPError(PARSE_ERROR, f"Failed to parse SSE message: {exc}") from None
+        if isinstance(message, dict) and isinstance(method := message.get("method"), str):
+            params = message.get("params")
+            if "id" in message:
+                logger.debug("a 2026 request's stream carried a request (%s): ignored", method)
+            elif notice is not None and isinstance(params, dict):
+                notice(method, params)
+            continue
+        answer = _answer_in(message, request_id)
+        if answer is not None:
+            return answer
     raise MCPError(CONNECTION_CLOSED, "SSE stream ended without a response")

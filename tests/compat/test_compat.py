@@ -1,6 +1,6 @@
-"""One test per assumption about private or provisional API (``compat/sdk.py``, ``compat/pydantic_settings.py``).
+"""One test per assumption about private or provisional API (``compat/sdk.py``, ``pydantic_settings.py``, ``httpx.py``).
 
-When an upgrade of ``mcp`` or pydantic-settings moves one of these, the test
+When an upgrade of ``mcp``, pydantic-settings or httpx2 moves one of these, the test
 that names it fails here, loudly, instead of a feature failing somewhere else.
 """
 
@@ -23,6 +23,7 @@ from opentelemetry import trace
 
 from supervisor.calls.attribution import HostCall
 from supervisor.compat import sdk as _compat
+from supervisor.compat.httpx import PlainRoute, plain_route
 from supervisor.config.env import read_overrides
 from supervisor.telemetry.spans import TELEMETRY, sdk_span_needed
 
@@ -180,3 +181,34 @@ async def test_stream_within_origin_follows_a_same_origin_redirect_and_hands_bac
         assert response.request.url.path == "/mcp/", "the same-origin redirect was followed"
         assert response.status_code == 307 and response.next_request is not None
     assert _compat.MAX_SSE_EVENT_SIZE == 1024 * 1024
+
+
+# ``compat/httpx.py``: the route httpx would take to a URL.
+
+
+async def test_plain_route_is_a_direct_http_1_1_connection_with_the_tls_context_httpx_would_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with httpx2.AsyncClient() as client:
+        assert plain_route(client, "http://a.test/mcp") == PlainRoute(None)
+        route = plain_route(client, "https://a.test/mcp")
+        assert route is not None and route.ssl_context is client._transport._pool._ssl_context  # type: ignore[attr-defined]
+        assert plain_route(client, "ws://a.test/mcp") is None
+    async with _compat.create_mcp_http_client(headers={"authorization": "Bearer t"}) as client:
+        assert plain_route(client, "https://a.test/mcp") is not None  # the generation's own client, as built
+    async with httpx2.AsyncClient(auth=("user", "secret")) as client:
+        assert plain_route(client, "http://a.test/mcp") is None  # an auth flow (OAuth's too): httpx sends it
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(lambda request: httpx2.Response(200))) as client:
+        assert plain_route(client, "http://a.test/mcp") is None
+    async with httpx2.AsyncClient(http2=True, http1=True) as client:
+        assert plain_route(client, "https://a.test/mcp") is None
+    async with httpx2.AsyncClient(event_hooks={"request": [lambda request: None]}) as client:
+        assert plain_route(client, "http://a.test/mcp") is None
+    async with httpx2.AsyncClient(proxy="http://proxy.test:3128") as client:
+        assert plain_route(client, "http://a.test/mcp") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
+    async with httpx2.AsyncClient() as client:  # a proxy from the environment is a mount
+        assert plain_route(client, "https://a.test/mcp") is None
+        assert plain_route(client, "http://a.test/mcp") is not None
