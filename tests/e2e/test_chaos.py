@@ -1,6 +1,8 @@
 """Chaos: upstreams SIGKILLed at random while hosts of both eras keep calling (DESIGN I3, I10, I11, I12).
 
-Five fixture servers run behind one sidecar. Host tasks call their tools
+Six fixture servers run behind one sidecar, five over stdio and one over
+streamable HTTP (``HTTP_SERVERS``: the test restarts it on its port after each
+kill, as a remote server's own supervisor would). Host tasks call their tools
 concurrently (``echo``, ``add`` and ``tag``, which answers ``<server>:<text>``
 after a short random delay, so some calls are in flight when a server dies),
 and a killer SIGKILLs a random live upstream, a bounded number of times, with a
@@ -20,7 +22,8 @@ seeded RNG. The test holds the sidecar to:
 servers speak only the handshake era (``HANDSHAKE_SERVERS``), so every variant
 covers every era pair, and over stdio every path a call can take (the splice
 for both upstream eras, the SDK path for a handshake-era host's calls to a
-2026-era server).
+2026-era server); the HTTP server's calls take the fast path's own POST
+(``upstream.http1``, on kept-alive connections a kill leaves dead).
 
 Pacing the killer uses ``trio.sleep`` on purpose (chaos, not ordering); every
 wait for another process's state polls with a (scaled) bound.
@@ -31,7 +34,8 @@ from __future__ import annotations
 import os
 import random
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -44,9 +48,12 @@ from mcp.client.client import ConnectMode
 from tests.sidecar import (
     HOST_MODES,
     Host,
+    HttpFixture,
+    HttpSidecar,
     fixture_server,
     http_supervisor_table,
     open_host,
+    open_http_fixture,
     open_http_host,
     open_http_sidecar,
     pid_alive,
@@ -60,7 +67,9 @@ from tests.sidecar import (
 pytestmark = pytest.mark.e2e
 
 SEED: Final = 9
-SERVERS: Final = tuple(f"s{i}" for i in range(5))
+HTTP_SERVERS: Final = ("w0",)
+"""Served over streamable HTTP (2026 era); a call in flight when it dies may also fail as "transport failed"."""
+SERVERS: Final = (*(f"s{i}" for i in range(5)), *HTTP_SERVERS)
 HANDSHAKE_SERVERS: Final = ("s1", "s3")
 """These speak only the handshake era, the rest 2026-07-28: each host's calls cover both era pairs of its era."""
 TOOLS: Final = ("add", "echo", "tag")
@@ -120,10 +129,14 @@ async def _call(host: Host, who: str, rng: random.Random, tally: Tally) -> None:
         tally.hung.append(what)
     elif not failed and answer == correct:
         tally.answers += 1
-    elif failed and f"'{server}'" in answer and any(clear in answer for clear in CLEAR_ERRORS):
+    elif failed and f"'{server}'" in answer and any(clear in answer for clear in _clear_errors(server)):
         tally.clear_errors += 1
     else:
         tally.wrong.append(f"{what} -> {'error ' if failed else ''}{answer!r}, expected {correct!r}")
+
+
+def _clear_errors(server: str) -> tuple[str, ...]:
+    return (*CLEAR_ERRORS, "transport failed") if server in HTTP_SERVERS else CLEAR_ERRORS
 
 
 async def _keep_calling(host: Host, who: str, rng: random.Random, stop: trio.Event, tally: Tally) -> None:
@@ -151,8 +164,10 @@ def _live_pid(log: Path) -> int | None:
     return pids[-1] if pids and pid_alive(pids[-1]) else None
 
 
-async def _kill_randomly(logs: dict[str, Path], rng: random.Random, tally: Tally) -> None:
-    """SIGKILL a random live upstream ``KILLS`` times, at random intervals."""
+async def _kill_randomly(
+    logs: dict[str, Path], rng: random.Random, tally: Tally, remote: dict[str, HttpFixture], nursery: trio.Nursery
+) -> None:
+    """SIGKILL a random live upstream ``KILLS`` times, at random intervals; a ``remote`` one is restarted soon after."""
     for _ in range(KILLS):
         await trio.sleep(rng.uniform(0.1, 0.4))  # chaos pacing, not ordering
         await wait_until(lambda: any(_live_pid(log) for log in logs.values()), what="a live upstream to kill")
@@ -160,9 +175,19 @@ async def _kill_randomly(logs: dict[str, Path], rng: random.Random, tally: Tally
         victim = rng.choice(sorted(live))
         os.kill(live[victim], signal.SIGKILL)
         tally.kills.append((victim, live[victim]))
+        if victim in remote:
+            nursery.start_soon(_restart, remote[victim], rng.uniform(0.05, 0.3))
 
 
-async def _chaos(hosts: list[Host], logs: dict[str, Path], tally: Tally) -> None:
+async def _restart(fixture: HttpFixture, after_sec: float) -> None:
+    """Start a killed HTTP server again on its port, ``after_sec`` after its death (chaos pacing)."""
+    assert fixture.process is not None
+    await fixture.process.wait()
+    await trio.sleep(after_sec)
+    await fixture.start()
+
+
+async def _chaos(hosts: list[Host], logs: dict[str, Path], tally: Tally, remote: dict[str, HttpFixture]) -> None:
     """Run callers and listers on every host while the killer works."""
     rng = random.Random(SEED)
     for host in hosts:
@@ -173,7 +198,7 @@ async def _chaos(hosts: list[Host], logs: dict[str, Path], tally: Tally) -> None
             nursery.start_soon(_keep_listing, host, stop, tally)
             for c in range(CALLERS_PER_HOST):
                 nursery.start_soon(_keep_calling, host, f"host{h}.caller{c}", random.Random(rng.random()), stop, tally)
-        await _kill_randomly(logs, rng, tally)
+        await _kill_randomly(logs, rng, tally, remote, nursery)
         stop.set()
 
 
@@ -199,15 +224,28 @@ def _assert_no_chaos_leaked(tally: Tally) -> None:
     assert tally.listings > 0
 
 
-def _settings(tmp_path: Path, **supervisor: Any) -> tuple[Path, dict[str, Path]]:
+@asynccontextmanager
+async def _remote_servers(tmp_path: Path) -> AsyncIterator[dict[str, HttpFixture]]:
+    """The ``HTTP_SERVERS``, started, each logging to ``<name>.jsonl``."""
+    async with AsyncExitStack() as stack:
+        yield {
+            server: await stack.enter_async_context(
+                open_http_fixture("--name", server, "--tools", ",".join(TOOLS), log=tmp_path / f"{server}.jsonl")
+            )
+            for server in HTTP_SERVERS
+        }
+
+
+def _settings(tmp_path: Path, remote: dict[str, HttpFixture], **supervisor: Any) -> tuple[Path, dict[str, Path]]:
     logs = {server: tmp_path / f"{server}.jsonl" for server in SERVERS}
     servers = {
         server: fixture_server(
             "--name", server, "--tools", ",".join(TOOLS), "--log", str(logs[server]),
             *(["--legacy-only"] if server in HANDSHAKE_SERVERS else []), reconnect=RECONNECT,
         )
-        for server in SERVERS
+        for server in SERVERS if server not in remote
     }  # fmt: skip
+    servers.update({server: {"url": fixture.url, "reconnect": RECONNECT} for server, fixture in remote.items()})
     return write_settings(tmp_path, servers, supervisor=supervisor or None), logs
 
 
@@ -215,29 +253,39 @@ def _settings(tmp_path: Path, **supervisor: Any) -> tuple[Path, dict[str, Path]]
 async def test_random_upstream_kills_never_hang_or_misroute_a_stdio_hosts_calls(
     tmp_path: Path, mode: ConnectMode
 ) -> None:
-    config, logs = _settings(tmp_path)
     tally = Tally()
     with trio.fail_after(TEST_BOUND_SEC):
-        async with open_host(config, mode) as host:
-            await _chaos([host], logs, tally)
-            _assert_no_chaos_leaked(tally)
-            await _all_back([host], logs, tally)
-        assert host.exit_code == 0  # after the host closed its stdin
+        async with _remote_servers(tmp_path) as remote:
+            config, logs = _settings(tmp_path, remote)
+            async with open_host(config, mode) as host:
+                await _chaos([host], logs, tally, remote)
+                _assert_no_chaos_leaked(tally)
+                await _all_back([host], logs, tally)
+            assert host.exit_code == 0  # after the host closed its stdin
 
 
 @_HANDSHAKE_HTTP_CLIENT_LEAKS_ASYNCGENS
 async def test_random_upstream_kills_never_hang_or_misroute_calls_of_two_eras_on_one_http_sidecar(
     tmp_path: Path,
 ) -> None:
-    config, logs = _settings(tmp_path, **http_supervisor_table())
     tally = Tally()
     with trio.fail_after(TEST_BOUND_SEC):
         async with (
-            open_http_sidecar(config) as sidecar,
+            _remote_servers(tmp_path) as remote,
+            _open_http_sidecar(tmp_path, remote) as (sidecar, logs),
             open_http_host(sidecar.url, sidecar.token) as modern,
             open_http_host(sidecar.url, sidecar.token, mode="legacy") as legacy,
         ):
-            await _chaos([modern, legacy], logs, tally)
+            await _chaos([modern, legacy], logs, tally, remote)
             _assert_no_chaos_leaked(tally)
             await _all_back([modern, legacy], logs, tally)
         assert sidecar.exit_code == 0  # after SIGTERM
+
+
+@asynccontextmanager
+async def _open_http_sidecar(
+    tmp_path: Path, remote: dict[str, HttpFixture]
+) -> AsyncIterator[tuple[HttpSidecar, dict[str, Path]]]:
+    config, logs = _settings(tmp_path, remote, **http_supervisor_table())
+    async with open_http_sidecar(config) as sidecar:
+        yield sidecar, logs
