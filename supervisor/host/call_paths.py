@@ -30,7 +30,8 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    ready, of either era, over any transport. Saves the SDK's models of the
    request and result; to a 2026-era streamable-HTTP upstream (with telemetry
    off) also the SDK's client transport and dispatcher: the request is its own
-   POST (``upstream.http_calls``). Over the HTTP front, a call of this row whose
+   POST (``upstream.http_calls``; on our own HTTP/1.1 connections where httpx
+   would add nothing: ``upstream.http1``). Over the HTTP front, a call of this row whose
    ``_meta`` is the envelope and at most a log level skips the SDK's HTTP
    server too: ``host.http_fast_calls`` answers it (its own conditions on the
    POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
