@@ -2,8 +2,9 @@
 
 * ``plain_route``: whether an ``AsyncClient`` would send a request to ``url``
   itself, over HTTP/1.1 on a TCP connection of its own, with nothing between
-  (no proxy, no mounted or mock transport, no auth flow, no event hook), and if
-  so the TLS context it would use. httpx has no public view of the transport it
+  (no proxy, no mounted or mock transport, no event hook), and if so the TLS
+  context it would use. Its auth flow is the caller's to judge
+  (``compat.oauth.authorize``). httpx has no public view of the transport it
   picks for a URL or of that transport's pool; ``upstream.http1`` sends the
   fast path's POSTs itself only where httpx would have done nothing more, and
   with the same trust (the same ``ssl.SSLContext`` object).
@@ -30,7 +31,7 @@ class PlainRoute:
 def plain_route(client: httpx2.AsyncClient, url: str) -> PlainRoute | None:
     """``client``'s route to ``url`` if it is a plain HTTP/1.1 connection of its own; None otherwise."""
     target = httpx2.URL(url)
-    if target.scheme not in ("http", "https") or client.auth is not None:
+    if target.scheme not in ("http", "https"):
         return None
     if any(client.event_hooks.get(kind) for kind in ("request", "response")):
         return None

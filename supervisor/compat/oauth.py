@@ -50,15 +50,28 @@ Issue 30, on the context's public ``prepare_token_auth`` and ``can_refresh_token
   metadata, and the headless refresh then goes to the right endpoint, the right
   way. So an undecided secret is never sent to a guessed ``/token``.
 
-Concurrency: the SDK serializes its flow with the context's lock; nothing here
-awaits except through the SDK's own hooks.
+Round 15 (issue 29), on ``_initialize``, ``_add_auth_header`` and the context's lock:
+
+* **Requests to an OAuth server run side by side.** The SDK's flow holds the
+  context's lock until the authenticated request's answer has its head, so
+  every request to the server waited for the one before it (a slow
+  ``tools/call`` held up every other call and listing). ``_auth_flow`` first
+  puts a valid token on the request under the lock and lets it go
+  (``_authorize_unlocked``); only a request whose token is refused, or one
+  that finds none valid, runs the SDK's flow under its lock. ``authorize``
+  is that first step alone, for a POST another client sends
+  (``upstream.http1``); ``refuses_token`` reads its answer as the flow would.
+
+Concurrency: the SDK serializes its flow with the context's lock (held only to
+read a valid token, for a request that has one); nothing here awaits except
+through the SDK's own hooks.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Final, Literal
 
 import httpx2
@@ -67,6 +80,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match, union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken, TokenEndpointAuthMethod
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 MAX_REFRESH_MARGIN_SEC: Final = 60.0
 REFRESH_MARGIN_FRACTION: Final = 0.25
@@ -178,6 +192,11 @@ class StepUpAwareProvider(OAuthClientProvider):
         return scope
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if await self._authorize_unlocked(request):
+            response = yield request
+            if not _challenged(response):
+                return
+            request.headers.pop("Authorization", None)  # refused: the SDK's flow decides anew, from the top
         flow = super()._auth_flow(request)
         try:
             outgoing = await flow.__anext__()
@@ -207,6 +226,56 @@ class StepUpAwareProvider(OAuthClientProvider):
             raise IssuerMismatch(self.login_required) from exc
         finally:
             await flow.aclose()
+
+    async def _authorize_unlocked(self, request: httpx2.Request) -> bool:
+        """Put a valid token on ``request`` under the context's lock, then let the lock go; False: none is valid.
+
+        The SDK's flow holds the lock until the request's answer has its head,
+        so every request to an OAuth server waited for the one before it: a slow
+        ``tools/call`` held up every other call to that server, listings too
+        (5 concurrent POSTs, 0.2 s each: 1.0 s, one at a time). The lock guards
+        the tokens, and reading a valid one is all a request needs of them; a
+        request whose token is refused (401, or 403 short of a scope) then runs
+        the SDK's flow, under the lock, from the top (sent again: a refused
+        request was not processed). With no valid token (a refresh is due) the
+        SDK's flow runs at once, as before.
+        """
+        async with self.context.lock:
+            if not self._initialized:
+                await self._initialize()
+            self.context.protocol_version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER)
+            if not self.context.is_token_valid():
+                return False
+            self._add_auth_header(request)
+            return True
+
+
+def _challenged(response: httpx2.Response) -> bool:
+    """Whether ``response`` refuses the request's token: the SDK's flow's own test (401, or a scope step-up)."""
+    return response.status_code == 401 or (
+        response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+    )
+
+
+def is_our_provider(auth: object) -> bool:
+    """Whether ``auth`` is one of our providers, whose first step ``authorize`` can take for another client."""
+    return isinstance(auth, StepUpAwareProvider)
+
+
+async def authorize(auth: object, request: httpx2.Request) -> bool:
+    """Put on ``request`` the token ``auth``'s flow would, for a request another client sends; False: can't.
+
+    True only for our providers (``StepUpAwareProvider``) holding a valid token:
+    what their flow does first, and all it does unless the answer refuses the
+    token. Then the caller must not use that answer: ``refuses_token`` says
+    when, and httpx sends the request again, the whole flow with it.
+    """
+    return isinstance(auth, StepUpAwareProvider) and await auth._authorize_unlocked(request)
+
+
+def refuses_token(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether an answer with ``status`` and ``headers`` refuses the request's token (as ``_challenged`` reads it)."""
+    return status in (401, 403) and _challenged(httpx2.Response(status, headers=dict(headers)))
 
 
 class _TokenAuthContext(OAuthContext):

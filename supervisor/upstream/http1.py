@@ -5,10 +5,11 @@ httpx spends about 1.1-1.4 ms of CPU on each POST of a ``tools/call`` here
 four times what writing the request and reading its answer off a kept-alive
 socket costs (``python -m bench.http_client``). ``Http1Pool`` does only the
 latter, and only where httpx would have done nothing more: ``compat.httpx
-.plain_route`` says when (no proxy, no auth flow, no mounted transport, no
-HTTP/2) and gives the TLS context httpx would use, so trust is the same. A
-server with an OAuth flow, behind a proxy, or anything else is posted to by
-httpx as before (``upstream.http_calls``).
+.plain_route`` says when (no proxy, no mounted transport, no HTTP/2) and gives
+the TLS context httpx would use, so trust is the same; an auth flow only if it
+is our OAuth provider, whose token ``HttpCalls`` puts on each POST
+(``compat.oauth.authorize``). A server behind a proxy, or anything else, is
+posted to by httpx as before (``upstream.http_calls``).
 
 What it does of HTTP/1.1 (RFC 9112), as a client of one origin that sends
 only ``POST`` with a ``Content-Length``:
@@ -54,6 +55,7 @@ import httpx2
 import trio
 
 from supervisor.compat.httpx import PlainRoute, plain_route
+from supervisor.compat.oauth import is_our_provider
 
 MAX_CONNECTIONS: Final = 100
 """Connections open at once (httpx's default limit); a call beyond them waits for one."""
@@ -63,9 +65,11 @@ KEEP_ALIVE_SEC: Final = 4.0
 """How long an idle connection is reused (servers close theirs after 5 s and more: hypercorn, uvicorn, Node)."""
 MAX_HEAD_BYTES: Final = 64 * 1024
 RECEIVE_BYTES: Final = 64 * 1024
-_DROPPED: Final = frozenset({"accept", "accept-encoding", "connection", "content-length", "content-type", "host"})
+_DROPPED: Final = frozenset({b"accept", b"accept-encoding", b"connection", b"content-length", b"content-type", b"host"})
 """Client headers the request sets itself (or leaves out: ``accept-encoding``)."""
 _UNSAFE: Final = re.compile(r"[\r\n\0]|[^\x00-\x7f]")
+"""What a request's own header may not hold here (httpx refuses a str that is not ASCII itself)."""
+_UNSAFE_BYTES: Final = re.compile(rb"[\r\n\0]")
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 
 
@@ -98,13 +102,13 @@ class Http1Pool:
     def for_client(cls, client: httpx2.AsyncClient, url: str) -> Http1Pool | None:
         """A pool for ``client``'s POSTs to ``url``; None where httpx must send them (``compat.httpx.plain_route``).
 
-        None too when one of the client's own headers cannot be written as it is
-        (a line break, a NUL, not ASCII): httpx then refuses it, or encodes it, itself.
+        None too when one of the client's own headers holds a line break or a NUL:
+        httpx then refuses it itself.
         """
         route = plain_route(client, url)
-        own = [(name, value) for name, value in client.headers.items() if name.lower() not in _DROPPED]
-        own_headers = _header_lines(own)
-        if route is None or own_headers is None:
+        own = [(name, value) for name, value in client.headers.raw if name.lower() not in _DROPPED]
+        own_headers = _raw_header_lines(own)
+        if route is None or own_headers is None or not (client.auth is None or is_our_provider(client.auth)):
             return None
         return cls(client, url, route, own_headers)
 
@@ -192,6 +196,16 @@ class Http1Pool:
         headers = [("set-cookie", value) for value in answer.set_cookies]
         response = httpx2.Response(answer.status_code, headers=headers, request=httpx2.Request("POST", self._url))
         self._client.cookies.extract_cookies(response)
+
+
+def _raw_header_lines(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    """The client's own headers as httpx holds them (bytes, as it would send them); None: one holds a line break."""
+    lines = []
+    for name, value in headers:
+        if _UNSAFE_BYTES.search(name) or _UNSAFE_BYTES.search(value) or not name or b":" in name:
+            return None
+        lines.append(b"%s: %s\r\n" % (name, value))
+    return b"".join(lines)
 
 
 def _header_lines(headers: list[tuple[str, str]]) -> bytes | None:

@@ -19,7 +19,7 @@ import httpx2
 import pytest
 import trio
 import trio.testing
-from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import OAuthToken
 
@@ -163,6 +163,40 @@ def test_the_private_sdk_hooks_the_provider_overrides_still_exist() -> None:
     for hook in ("_initialize", "_perform_authorization", "_handle_token_response", "_handle_refresh_response"):
         assert callable(getattr(OAuthClientProvider, hook)), hook
     assert callable(OAuthContext.update_token_expiry)
+    assert callable(OAuthClientProvider._add_auth_header) and callable(OAuthContext.is_token_valid)
+
+
+async def test_requests_with_a_valid_token_run_at_once_and_a_refused_token_runs_the_whole_flow(tmp_path: Path) -> None:
+    """The SDK's flow held its lock until each answer's head: five slow POSTs took five times one."""
+    storage = _storage(tmp_path)
+    await storage.set_tokens(_token())
+    provider = SupervisorOAuthProvider(URL, client_metadata(OAuthSettings(), None), storage, headless=True)
+    in_flight = peak = 0
+    seen: list[str | None] = []
+    refuse = False
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        nonlocal in_flight, peak
+        seen.append(request.headers.get("authorization"))
+        if refuse:
+            return httpx2.Response(401, request=request)
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await trio.testing.wait_all_tasks_blocked()  # every other request has had its chance to arrive
+        in_flight -= 1
+        return httpx2.Response(200, json={}, request=request)
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler), auth=provider) as client:
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(client.post, URL)
+        assert peak == 5 and seen == ["Bearer CANARYACCESS1"] * 5
+        seen.clear()
+        refuse = True  # a refused token: the SDK's flow from the top (discovery and all, refused here too)
+        with pytest.raises(OAuthFlowError):
+            await client.post(URL)
+    assert seen[:2] == ["Bearer CANARYACCESS1", "Bearer CANARYACCESS1"]  # sent again by the SDK's flow
+    assert len(seen) > 2  # and then the flow's own requests (discovery, refresh)
 
 
 async def test_a_headless_provider_with_no_refresh_token_stops_with_login_required(tmp_path: Path) -> None:

@@ -199,7 +199,7 @@ async def test_plain_route_is_a_direct_http_1_1_connection_with_the_tls_context_
     async with _compat.create_mcp_http_client(headers={"authorization": "Bearer t"}) as client:
         assert plain_route(client, "https://a.test/mcp") is not None  # the generation's own client, as built
     async with httpx2.AsyncClient(auth=("user", "secret")) as client:
-        assert plain_route(client, "http://a.test/mcp") is None  # an auth flow (OAuth's too): httpx sends it
+        assert plain_route(client, "http://a.test/mcp") is not None  # an auth flow is the caller's to judge
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(lambda request: httpx2.Response(200))) as client:
         assert plain_route(client, "http://a.test/mcp") is None
     async with httpx2.AsyncClient(http2=True, http1=True) as client:
