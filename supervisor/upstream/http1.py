@@ -241,9 +241,11 @@ class _Connection:
 
     def readable(self) -> bool:
         """Whether the idle connection has something to read: its end, or bytes nobody asked for."""
+        poller = select.poll()  # not select(): it cannot watch a descriptor past 1023
         try:
-            return bool(select.select([self.socket.fileno()], [], [], 0)[0])
-        except (OSError, ValueError):
+            poller.register(self.socket.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        except (OSError, ValueError):  # closed already
             return True
 
     def close(self) -> None:
