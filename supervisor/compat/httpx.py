@@ -31,8 +31,8 @@ class PlainRoute:
 def plain_route(client: httpx2.AsyncClient, url: str) -> PlainRoute | None:
     """``client``'s route to ``url`` if it is a plain HTTP/1.1 connection of its own; None otherwise."""
     target = httpx2.URL(url)
-    if target.scheme not in ("http", "https"):
-        return None
+    if target.scheme not in ("http", "https") or target.userinfo:
+        return None  # credentials in the URL are httpx's basic auth
     if any(client.event_hooks.get(kind) for kind in ("request", "response")):
         return None
     transport = client._transport_for_url(target)

@@ -196,6 +196,7 @@ async def test_plain_route_is_a_direct_http_1_1_connection_with_the_tls_context_
         route = plain_route(client, "https://a.test/mcp")
         assert route is not None and route.ssl_context is client._transport._pool._ssl_context  # type: ignore[attr-defined]
         assert plain_route(client, "ws://a.test/mcp") is None
+        assert plain_route(client, "http://user:secret@a.test/mcp") is None  # httpx's basic auth, from the URL
     async with _compat.create_mcp_http_client(headers={"authorization": "Bearer t"}) as client:
         assert plain_route(client, "https://a.test/mcp") is not None  # the generation's own client, as built
     async with httpx2.AsyncClient(auth=("user", "secret")) as client:
