@@ -164,6 +164,8 @@ class Http1Pool:
         return None
 
     async def _connect(self) -> _Connection:
+        if self._closed:  # the generation is over: nothing new is opened for it
+            raise httpx2.ConnectError("the generation's connections are closed")
         try:
             with trio.fail_after(self._connect_sec if self._connect_sec is not None else float("inf")):
                 tcp = await trio.open_tcp_stream(self._host, self._port)

@@ -214,6 +214,15 @@ async def test_an_idle_connection_the_server_closed_or_kept_too_long_is_not_reus
         assert server.connections == 3
 
 
+async def test_a_closed_pool_opens_nothing_more() -> None:
+    async with _serving(_json()) as server, _calls(server) as calls:
+        assert await _call(calls) == {"content": []}
+        calls.close()  # the generation ended
+        with pytest.raises(httpx2.ConnectError, match="closed"):
+            await _call(calls)
+        assert server.connections == 1
+
+
 async def test_a_chunked_answer_read_to_its_end_keeps_its_connection() -> None:
     def script(body: dict[str, Any], path: str) -> list[bytes]:
         payload = _answer(body)
