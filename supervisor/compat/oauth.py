@@ -55,12 +55,13 @@ Round 15 (issue 29), on ``_initialize``, ``_add_auth_header`` and the context's 
 * **Requests to an OAuth server run side by side.** The SDK's flow holds the
   context's lock until the authenticated request's answer has its head, so
   every request to the server waited for the one before it (a slow
-  ``tools/call`` held up every other call and listing). ``_auth_flow`` first
-  puts a valid token on the request under the lock and lets it go
-  (``_authorize_unlocked``); only a request whose token is refused, or one
-  that finds none valid, runs the SDK's flow under its lock. ``authorize``
-  is that first step alone, for a POST another client sends
-  (``upstream.http1``); ``refuses_token`` reads its answer as the flow would.
+  ``tools/call`` held up every other call and listing). In ``run``
+  (``side_by_side``), ``_auth_flow`` first puts a valid token on the request
+  under the lock and lets it go (``_authorize_unlocked``); only a request
+  whose token is refused, or one that finds none valid, runs the SDK's flow
+  under its lock; a refused one is handed to that flow as its first answer,
+  so it is not sent twice. ``login``'s provider keeps the SDK's order: the
+  close of its session must wait for a step-up its handshake met.
 
 Concurrency: the SDK serializes its flow with the context's lock (held only to
 read a valid token, for a request that has one); nothing here awaits except
@@ -71,7 +72,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final, Literal
 
 import httpx2
@@ -174,6 +175,12 @@ class StepUpAwareProvider(OAuthClientProvider):
     """Notes a step-up challenge, counts its authorizations, and names issuer errors (see the module docstring)."""
 
     login_required: str | None = None
+    side_by_side = True
+    """Whether a request with a valid token goes without waiting for the others (``_authorize_unlocked``).
+
+    False for ``login``'s provider: its handshake's last request may be the one
+    that meets a step-up, and the session's close must wait for that step-up
+    to finish (as the SDK's lock makes it), or the new token is never fetched."""
     step_up_scope: str | None = None
     """The scope the last ``403 insufficient_scope`` asked for (None: this flow saw none)."""
 
@@ -192,9 +199,10 @@ class StepUpAwareProvider(OAuthClientProvider):
         return scope
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        if await self._authorize_unlocked(request):
-            response = yield request
-            if not _challenged(response):
+        answered: httpx2.Response | None = None
+        if self.side_by_side and await self._authorize_unlocked(request):
+            answered = yield request
+            if not _challenged(answered):
                 return
             request.headers.pop("Authorization", None)  # refused: the SDK's flow decides anew, from the top
         flow = super()._auth_flow(request)
@@ -203,8 +211,13 @@ class StepUpAwareProvider(OAuthClientProvider):
             # Only now: the SDK's flow holds the context's lock from its first request on, so a
             # concurrent request's flow cannot clear a step-up this flow is still handling.
             self.step_up_scope = None
+            if outgoing is not request:
+                answered = None  # a refresh first: the request goes again, with the new token
             while True:
-                response = yield outgoing
+                if answered is not None:  # the refusal the request already had: not sent twice
+                    response, answered = answered, None
+                else:
+                    response = yield outgoing
                 if (
                     response.status_code == 403
                     and extract_field_from_www_auth(response, "error") == "insufficient_scope"
@@ -236,9 +249,9 @@ class StepUpAwareProvider(OAuthClientProvider):
         (5 concurrent POSTs, 0.2 s each: 1.0 s, one at a time). The lock guards
         the tokens, and reading a valid one is all a request needs of them; a
         request whose token is refused (401, or 403 short of a scope) then runs
-        the SDK's flow, under the lock, from the top (sent again: a refused
-        request was not processed). With no valid token (a refresh is due) the
-        SDK's flow runs at once, as before.
+        the SDK's flow, under the lock, with that refusal as its first answer
+        (not sent again, unless the flow refreshes first). With no valid token
+        (a refresh is due) the SDK's flow runs at once, as before.
         """
         async with self.context.lock:
             if not self._initialized:
@@ -255,27 +268,6 @@ def _challenged(response: httpx2.Response) -> bool:
     return response.status_code == 401 or (
         response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope"
     )
-
-
-def is_our_provider(auth: object) -> bool:
-    """Whether ``auth`` is one of our providers, whose first step ``authorize`` can take for another client."""
-    return isinstance(auth, StepUpAwareProvider)
-
-
-async def authorize(auth: object, request: httpx2.Request) -> bool:
-    """Put on ``request`` the token ``auth``'s flow would, for a request another client sends; False: can't.
-
-    True only for our providers (``StepUpAwareProvider``) holding a valid token:
-    what their flow does first, and all it does unless the answer refuses the
-    token. Then the caller must not use that answer: ``refuses_token`` says
-    when, and httpx sends the request again, the whole flow with it.
-    """
-    return isinstance(auth, StepUpAwareProvider) and await auth._authorize_unlocked(request)
-
-
-def refuses_token(status: int, headers: Mapping[str, str]) -> bool:
-    """Whether an answer with ``status`` and ``headers`` refuses the request's token (as ``_challenged`` reads it)."""
-    return status in (401, 403) and _challenged(httpx2.Response(status, headers=dict(headers)))
 
 
 class _TokenAuthContext(OAuthContext):
@@ -411,6 +403,7 @@ class SupervisorOAuthProvider(StepUpAwareProvider, OAuthClientProvider):
         """Headless: records a step-up (wanted, missing scopes) for the next ``login``; says why a person must act."""
         self._bound_issuer: str | None = None
         self._headless = headless
+        self.side_by_side = headless  # ``run``'s; ``login``'s requests wait for each other, as the SDK's do
         self._refreshing_on_401 = False
         self._refreshed_on_401: str | None = None
         self._refresh_refused: int | None = None

@@ -6,10 +6,9 @@ four times what writing the request and reading its answer off a kept-alive
 socket costs (``python -m bench.http_client``). ``Http1Pool`` does only the
 latter, and only where httpx would have done nothing more: ``compat.httpx
 .plain_route`` says when (no proxy, no mounted transport, no HTTP/2) and gives
-the TLS context httpx would use, so trust is the same; an auth flow only if it
-is our OAuth provider, whose token ``HttpCalls`` puts on each POST
-(``compat.oauth.authorize``). A server behind a proxy, or anything else, is
-posted to by httpx as before (``upstream.http_calls``).
+the TLS context httpx would use, so trust is the same), and no auth flow. A
+server with OAuth, behind a proxy, or anything else is posted to by httpx as
+before (``upstream.http_calls``).
 
 What it does of HTTP/1.1 (RFC 9112), as a client of one origin that sends
 only ``POST`` with a ``Content-Length``:
@@ -55,7 +54,6 @@ import httpx2
 import trio
 
 from supervisor.compat.httpx import PlainRoute, plain_route
-from supervisor.compat.oauth import is_our_provider
 
 MAX_CONNECTIONS: Final = 100
 """Connections open at once (httpx's default limit); a call beyond them waits for one."""
@@ -100,7 +98,7 @@ class Http1Pool:
 
     @classmethod
     def for_client(cls, client: httpx2.AsyncClient, url: str) -> Http1Pool | None:
-        """A pool for ``client``'s POSTs to ``url``; None where httpx must send them (``compat.httpx.plain_route``).
+        """A pool for ``client``'s POSTs to ``url``; None where httpx must send them (``plain_route``, an auth flow).
 
         None too when one of the client's own headers holds a line break or a NUL:
         httpx then refuses it itself.
@@ -108,7 +106,7 @@ class Http1Pool:
         route = plain_route(client, url)
         own = [(name, value) for name, value in client.headers.raw if name.lower() not in _DROPPED]
         own_headers = _raw_header_lines(own)
-        if route is None or own_headers is None or not (client.auth is None or is_our_provider(client.auth)):
+        if route is None or own_headers is None or client.auth is not None:
             return None
         return cls(client, url, route, own_headers)
 

@@ -47,7 +47,6 @@ import httpx2
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
-from supervisor.compat.oauth import authorize, refuses_token
 from supervisor.compat.sdk import MAX_SSE_EVENT_SIZE, stream_within_origin
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 from supervisor.upstream.health import TransportHealth
@@ -141,35 +140,19 @@ class HttpCalls:
         request_id = f"{ID_PREFIX}{next(self._ids)}"
         body = to_json({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         all_headers = {**BASE_HEADERS, **headers}
-        if self._pool is not None and await self._authorized(all_headers):
+        if self._pool is not None:
             async with self._pool.post(body, all_headers) as answer:
-                if answer is not None and not answer.redirected and not _refused(answer):
+                if answer is not None and not answer.redirected:
                     return await _result(answer, answer.content_type, request_id, _events_of(answer), notice)
             if answer is not None and answer.redirected:  # not processed: httpx sends it, and the next ones
                 self._pool.close()
                 self._pool = None
-        # Not sendable on the raw path (no valid token at hand, a header it cannot write as is), redirected,
-        # or its token refused (so not processed): httpx sends it, running the auth flow whole if there is one.
+        # Not sendable on the raw path (a header it cannot write as is), or redirected: httpx sends it.
         async with stream_within_origin(self._client, "POST", self.url, content=body, headers=all_headers) as response:
             if response.next_request is not None:
                 raise MCPError(INVALID_REQUEST, f"redirect to {response.next_request.url} not followed")
             content_type = response.headers.get("content-type", "").lower()
             return await _result(response, content_type, request_id, _httpx_events(response), notice)
-
-    async def _authorized(self, headers: dict[str, str]) -> bool:
-        """Whether the raw path may send a POST with ``headers``: the OAuth provider's token put on them, if any."""
-        assert self._client is not None
-        if self._client.auth is None:
-            return True
-        request = httpx2.Request("POST", self.url, headers=headers)
-        if not await authorize(self._client.auth, request):
-            return False  # a refresh is due: the provider's whole flow, by httpx
-        headers["authorization"] = request.headers["authorization"]
-        return True
-
-
-def _refused(answer: Answer) -> bool:
-    return answer.status_code in (401, 403) and refuses_token(answer.status_code, answer.headers)
 
 
 class _Reply(Protocol):
