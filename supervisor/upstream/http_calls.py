@@ -6,9 +6,11 @@ session, no server→client requests: those are input rounds), answered by one
 ending with its response. So a host's ``tools/call`` on the fast path needs
 neither the SDK's transport (a task and two memory channels per request, a
 pydantic model of each message) nor its dispatcher (a future per request):
-``HttpCalls.request`` POSTs the request on the generation's own httpx client
-(its headers, bearer token or OAuth flow, TLS and connection pool, so nothing
-about authentication differs) and reads the answer in the calling task.
+``HttpCalls.request`` POSTs the request and reads the answer in the calling
+task: on kept-alive connections of its own (``upstream.http1``) where httpx
+would add nothing, else on the generation's own httpx client (its headers,
+bearer token or OAuth flow, TLS and connection pool, so nothing about
+authentication differs). Both answers are read by the same code.
 
 Everything the SDK's transport does for such a request is kept: the session's
 stamp writes the ``_meta`` envelope and the routing headers (``Mcp-Method``,
