@@ -34,7 +34,7 @@ from supervisor.catalog.registry import Kind
 from supervisor.compat.sdk import TransportStreams, request_envelope, stamp_capabilities_of
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamUnavailable, first_leaf
-from supervisor.upstream.errors import connect_error, split_teardown_errors
+from supervisor.upstream.errors import enter_client, split_teardown_errors
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.http import open_http_transport
 from supervisor.upstream.http_calls import HttpCalls
@@ -157,10 +157,7 @@ async def open_upstream(
     # in this task, and a failed request cancels it; only the client's own exit,
     # given that Cancelled, can absorb it (and report the failure instead).
     stack = AsyncExitStack()
-    try:
-        await stack.enter_async_context(client)
-    except Exception as exc:
-        raise connect_error(name, health, exc) from exc
+    await enter_client(stack, client, name, health)
     upstream = Upstream(settings, client, health, host)
     upstream_ref.append(upstream)
     if upstream.modern:

@@ -1,9 +1,10 @@
 """Translating SDK and transport failures of one upstream generation into ``UpstreamError`` (once, here).
 
 ``ErrorTranslator`` maps what one request raised; ``connect_error`` what
-entering the client raised (often nested exception groups);
+entering the client raised (often nested exception groups), and
+``enter_client`` enters it so (a stop that meets a failing handshake stays a stop);
 ``split_teardown_errors`` separates transport failures from everything else
-that leaving the client raised. Pure and synchronous.
+that leaving the client raised. Pure and synchronous, but for ``enter_client``.
 
 A server's JSON-RPC error passes through to the host where the caller asks
 (``passthrough``), except -32700: a parse error is about the request the host
@@ -15,10 +16,12 @@ it is an ``UpstreamProtocolError`` naming the server instead (issue 30).
 
 from __future__ import annotations
 
-from typing import Final
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any, Final
 
 import anyio
 import httpx2
+import trio
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
 from pydantic import ValidationError
@@ -76,6 +79,30 @@ def split_teardown_errors(raised: BaseException) -> tuple[BaseException | None, 
     if isinstance(raised, TEARDOWN_ERRORS):
         return raised, None
     return None, raised
+
+
+async def enter_client(
+    stack: AsyncExitStack, client: AbstractAsyncContextManager[Any], name: str, health: TransportHealth
+) -> None:
+    """Enter ``client`` on ``stack``; what that raised as one error (``connect_error``), and a stop as a stop.
+
+    A generation stopped mid-handshake (a reload's restart, a shutdown) can see
+    its transport fail at the same moment (the child's pipes close): the client
+    then raises a group of ``Cancelled`` and that failure, which is no
+    ``Exception``. Its cancel scope takes the ``Cancelled`` out and would
+    re-raise the rest, which no scope takes: the sidecar fell over (seen in CI,
+    ``test_reload``). The failure of a handshake that was being stopped is moot,
+    so only the ``Cancelled`` goes on.
+    """
+    try:
+        await stack.enter_async_context(client)
+    except Exception as exc:
+        raise connect_error(name, health, exc) from exc
+    except BaseExceptionGroup as group:
+        cancelled, _ = group.split(trio.Cancelled)
+        if cancelled is None:
+            raise
+        raise cancelled from None
 
 
 def connect_error(name: str, health: TransportHealth, exc: Exception) -> UpstreamUnavailable | UpstreamProtocolError:

@@ -1,13 +1,16 @@
-"""How one upstream request's failures translate (``upstream.errors.ErrorTranslator``)."""
+"""How one upstream request's failures translate (``upstream.errors``), and a handshake's."""
 
 from __future__ import annotations
 
-import pytest
-from mcp import MCPError
-from mcp_types import INVALID_PARAMS, PARSE_ERROR
+from contextlib import AsyncExitStack
 
-from supervisor.errors import UpstreamProtocolError
-from supervisor.upstream.errors import ErrorTranslator
+import pytest
+import trio
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, PARSE_ERROR
+
+from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable
+from supervisor.upstream.errors import ErrorTranslator, enter_client
 from supervisor.upstream.health import TransportHealth
 
 
@@ -29,3 +32,47 @@ def test_a_parse_error_is_the_servers_protocol_error_never_passed_to_the_host(pa
         "server 'web': tools/call ndjson: the answer could not be parsed "
         "(Failed to parse JSON response: trailing characters)"
     )
+
+
+class _HandshakeThatFailsWhenStopped:
+    """A client whose transport fails (its pipes close) at the moment its handshake is cancelled."""
+
+    async def __aenter__(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)  # the transport's reader: cancelled too
+            try:
+                await trio.sleep_forever()  # the handshake, waiting for the server
+            finally:
+                raise MCPError(CONNECTION_CLOSED, "Connection closed")
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+async def test_a_stop_that_meets_a_failing_handshake_stays_a_stop_and_never_escapes_its_scope() -> None:
+    with trio.CancelScope() as scope:
+        async with AsyncExitStack() as stack:
+            nursery_started = trio.Event()
+
+            async def cancel_soon() -> None:
+                await nursery_started.wait()
+                scope.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_soon)
+                nursery_started.set()
+                await enter_client(stack, _HandshakeThatFailsWhenStopped(), "a", TransportHealth())
+    assert scope.cancelled_caught
+
+
+async def test_a_handshake_that_fails_on_its_own_is_the_servers_unavailability() -> None:
+    class Closed:
+        async def __aenter__(self) -> None:
+            raise MCPError(CONNECTION_CLOSED, "Connection closed")
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+    with pytest.raises(UpstreamUnavailable, match="server 'a' failed during the handshake"):
+        async with AsyncExitStack() as stack:
+            await enter_client(stack, Closed(), "a", TransportHealth())
