@@ -35,7 +35,7 @@ Issue 13 (the rest of the MCP authorization spec), all through the SDK:
 Issue 30: a client secret (a pre-registered client's, or ``client_credentials``')
 is sent the way ``oauth.token_endpoint_auth_method`` says; ``auto`` (the default)
 lets the authorization server's metadata decide once it is known
-(:func:`supervisor.compat.oauth.token_auth_method` holds the table). Dynamic
+(:func:`supervisor.compat.oauth_methods.token_auth_method` holds the table). Dynamic
 registration asks for no secret (``none``), as before.
 
 Nothing here logs a token, a code, a verifier or a secret; error messages name
@@ -74,11 +74,10 @@ from supervisor.compat.oauth import (
     CappedClientCredentialsProvider,
     CappedPrivateKeyJWTProvider,
     LoginRequired,
-    NoSecretMethodOffered,
     StepUpAwareProvider,
     SupervisorOAuthProvider,
-    token_auth_method,
 )
+from supervisor.compat.oauth_methods import NoSecretMethodOffered, token_auth_method
 from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 

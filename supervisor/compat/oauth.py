@@ -73,15 +73,17 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Final, Literal
+from typing import Final
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match, union_scopes
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken, TokenEndpointAuthMethod
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+
+from supervisor.compat.oauth_methods import NoSecretMethodOffered, SecretMethod, token_auth_method
 
 MAX_REFRESH_MARGIN_SEC: Final = 60.0
 REFRESH_MARGIN_FRACTION: Final = 0.25
@@ -94,46 +96,6 @@ ISSUER_ERRORS: Final = (
     "No authorization server metadata discovered for configured issuer",
 )
 """The SDK's issuer-check messages (``mcp.client.auth.utils`` and the client-credentials extension)."""
-
-
-SecretMethod = Literal["auto", "client_secret_basic", "client_secret_post"]
-"""The setting ``oauth.token_endpoint_auth_method``: how a client secret reaches the token endpoint."""
-SPEC_DEFAULT_METHOD: Final = "client_secret_basic"
-"""RFC 8414 §2: what an authorization server whose metadata names no methods supports."""
-
-
-def token_auth_method(setting: SecretMethod, has_secret: bool, offered: list[str] | None) -> TokenEndpointAuthMethod:
-    """How the client authenticates at the token endpoint: the one decision, one table.
-
-    ``offered`` is the metadata's ``token_endpoint_auth_methods_supported``
-    (None: no metadata yet, or it names none).
-
-    ======  ========================  ===============================  ====================
-    secret  setting                   the authorization server offers  method
-    ======  ========================  ===============================  ====================
-    no      (any)                     (any)                            ``none``
-    yes     basic or post             (any)                            that one (forced)
-    yes     ``auto``                  nothing said                     ``client_secret_basic``
-    yes     ``auto``                  basic (with post or not)         ``client_secret_basic``
-    yes     ``auto``                  post, not basic                  ``client_secret_post``
-    yes     ``auto``                  neither                          ``NoSecretMethodOffered``
-    ======  ========================  ===============================  ====================
-
-    Raises:
-        NoSecretMethodOffered: The metadata offers no way to send a client secret.
-    """
-    if not has_secret:
-        return "none"
-    if setting != "auto":
-        return setting
-    if not offered or SPEC_DEFAULT_METHOD in offered:
-        return SPEC_DEFAULT_METHOD
-    if "client_secret_post" in offered:
-        return "client_secret_post"
-    raise NoSecretMethodOffered(
-        "the authorization server's token endpoint takes no client secret (it offers "
-        f"{', '.join(offered)}); set oauth.token_endpoint_auth_method to force one, or use a client it accepts"
-    )
 
 
 def refresh_margin_sec(expires_in: int) -> float:
@@ -159,10 +121,6 @@ class AuthorizationServerMoved(LoginRequired):
 
 class IssuerMismatch(LoginRequired):
     """An RFC 8414 metadata issuer or RFC 9207 ``iss`` did not match: the flow stops, nothing is stored."""
-
-
-class NoSecretMethodOffered(OAuthFlowError):
-    """The client has a secret, and the authorization server's metadata offers no method that sends one."""
 
 
 def missing_scopes(wanted: str | None, granted: str | None) -> str:

@@ -1,6 +1,6 @@
 """How a client secret reaches the token endpoint, without a process (issue 30, items 2 and 3).
 
-The decision (``compat.oauth.token_auth_method``) is pinned by its table; the
+The decision (``compat.oauth_methods.token_auth_method``) is pinned by its table; the
 providers are driven through the SDK's real flow against an in-process
 authorization server (``httpx2.MockTransport``) whose metadata offers a given
 set of methods, and the token request shows which method was used. End to end,
@@ -25,7 +25,7 @@ from mcp.shared.auth import OAuthToken
 
 from supervisor.auth.oauth import build_run_auth, client_metadata, fixed_client, machine_provider
 from supervisor.auth.token_store import FileTokenStorage, token_file
-from supervisor.compat.oauth import NoSecretMethodOffered, SecretMethod, token_auth_method
+from supervisor.compat.oauth_methods import NoSecretMethodOffered, SecretMethod, token_auth_method
 from supervisor.config.loader import load_settings
 from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import ConfigError
