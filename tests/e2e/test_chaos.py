@@ -167,7 +167,7 @@ def _live_pid(log: Path) -> int | None:
 async def _kill_randomly(
     logs: dict[str, Path], rng: random.Random, tally: Tally, remote: dict[str, HttpFixture], nursery: trio.Nursery
 ) -> None:
-    """SIGKILL a random live upstream ``KILLS`` times, at random intervals; a ``remote`` one is restarted soon after."""
+    """SIGKILL a random live upstream ``KILLS`` times, at random intervals; a ``remote`` one is restarted once dead."""
     for _ in range(KILLS):
         await trio.sleep(rng.uniform(0.1, 0.4))  # chaos pacing, not ordering
         await wait_until(lambda: any(_live_pid(log) for log in logs.values()), what="a live upstream to kill")
@@ -176,14 +176,13 @@ async def _kill_randomly(
         os.kill(live[victim], signal.SIGKILL)
         tally.kills.append((victim, live[victim]))
         if victim in remote:
-            nursery.start_soon(_restart, remote[victim], rng.uniform(0.05, 0.3))
+            nursery.start_soon(_restart, remote[victim])
 
 
-async def _restart(fixture: HttpFixture, after_sec: float) -> None:
-    """Start a killed HTTP server again on its port, ``after_sec`` after its death (chaos pacing)."""
+async def _restart(fixture: HttpFixture) -> None:
+    """Start a killed HTTP server again on its port once it is dead (its calls meet the outage meanwhile)."""
     assert fixture.process is not None
     await fixture.process.wait()
-    await trio.sleep(after_sec)
     await fixture.start()
 
 
