@@ -163,7 +163,7 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
                 "any process on this machine can use every configured server",
                 front_settings.host,
             )
-        from supervisor.host.http import HttpHostLink  # noqa: PLC0415  (hypercorn and starlette: HTTP only)
+        from supervisor.host.http import HttpHostLink  # noqa: PLC0415  (starlette and the SDK's HTTP server: HTTP only)
 
         link = HttpHostLink(fronts, front_settings)
     else:

@@ -17,10 +17,17 @@ def test_a_sidecar_without_a_redis_store_never_imports_coredis() -> None:
 
 
 def test_a_sidecar_with_a_stdio_front_and_no_admin_endpoint_never_imports_the_http_server() -> None:
-    # hypercorn (and our _http on top of it) is ~60 ms of the start-up; only the HTTP front and admin load it.
+    # The HTTP servers and their guard are ~60 ms of the start-up; only the HTTP front and admin load them.
     probe = (
         "import sys, supervisor.cli, supervisor.serve, supervisor.upstream.spawn;"
         " print(sorted(m for m in ('hypercorn', 'supervisor.ops.http') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout == "[]\n"
+
+
+def test_an_http_front_without_an_admin_endpoint_never_imports_hypercorn() -> None:
+    # The front has its own server (ops.http1_server); hypercorn serves the admin endpoint only.
+    probe = "import sys, supervisor.host.http as h; print('hypercorn' in sys.modules, h.serve_http1.__module__)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout == "False supervisor.ops.http1_server\n"

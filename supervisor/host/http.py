@@ -7,8 +7,8 @@ has no session to hang it on.
 
 ``HttpHostLink.run`` owns one cancel scope holding one SDK
 ``StreamableHTTPSessionManager`` per Front (its task group, one task per host
-session) and hypercorn's trio worker serving ``HttpGuard(by path → manager)``
-on the configured port (``0``: one the OS picks; ``urls`` and the
+session) and the front's HTTP/1.1 server (``ops.http1_server``) serving
+``HttpGuard(by path → manager)`` on the configured port (``0``: one the OS picks; ``urls`` and the
 ``listening`` log line say which). In front of each manager, the Front's own
 answer to a 2026 host's plain ``tools/call`` (``host.http_fast_calls``) takes
 the calls it can, and passes the rest on. The guard does rebinding protection,
@@ -44,7 +44,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from supervisor.config.models import FrontSettings
 from supervisor.host.front import Front
 from supervisor.host.http_fast_calls import HttpFastCalls
-from supervisor.ops.http import HttpGuard, allowed_names, serve_asgi
+from supervisor.ops.http import HttpGuard, allowed_names
+from supervisor.ops.http1_server import serve_http1
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class HttpHostLink:
                     async with trio.open_nursery() as nursery:
                         self.urls = await nursery.start(
                             partial(
-                                serve_asgi,
+                                serve_http1,
                                 self._guard,
                                 host=self._settings.host,
                                 port=self._settings.port,

@@ -33,7 +33,8 @@ from starlette.types import Receive, Scope, Send
 from supervisor._version import __version__
 from supervisor.catalog.cache import CatalogCache
 from supervisor.config.models import SupervisorSection
-from supervisor.ops.http import HttpGuard, allowed_names, serve_asgi
+from supervisor.ops.http import HttpGuard, allowed_names
+from supervisor.ops.hypercorn_worker import serve_asgi
 from supervisor.ops.metrics import CONTENT_TYPE, Metrics
 from supervisor.ops.status import ServerStatus
 

@@ -18,13 +18,8 @@ the body, in this order:
 It also counts the POSTs in flight, so a graceful stop can wait (bounded, by
 its caller) until every answer has been written: ``wait_idle``.
 
-``serve_asgi`` runs hypercorn's trio worker in the caller's task (uvicorn is
-asyncio-only). It binds before it reports started, so a port in use is a
-``SupervisorError`` naming the settings key, and it ends when cancelled. Like
-hypercorn's ``worker_serve`` it hands the URLs it really bound to
-``task_status.started``, and logs each (``<listener> listening on URL``, with
-``event="listening"``, ``listener`` and ``url`` as structured fields), so
-``port = 0`` works: the OS picks a free port and the log says which.
+The servers under it: ``ops.http1_server`` for the HTTP front, hypercorn's
+trio worker (``ops.hypercorn_worker``) for the admin endpoint.
 Concurrency: the guard's counters change without ``await`` in between, so
 they need no lock.
 """
@@ -32,28 +27,15 @@ they need no lock.
 from __future__ import annotations
 
 import hmac
-import logging
-import socket
 from collections.abc import Collection
-from functools import partial
-from typing import TYPE_CHECKING, Final, cast
+from typing import Final
 from urllib.parse import urlsplit
 
 import trio
-from hypercorn.config import Config, Sockets
-from hypercorn.trio.run import worker_serve
-from hypercorn.utils import wrap_app
 from pydantic import SecretStr
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from supervisor.errors import SupervisorError
-
-if TYPE_CHECKING:
-    from hypercorn.typing import ASGIFramework
-
-logger = logging.getLogger(__name__)
 
 LOCAL_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 _WILDCARD_BINDS: Final = frozenset({"0.0.0.0", "::", ""})
@@ -180,54 +162,3 @@ async def _serve_lifespan(receive: Receive, send: Send) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
-
-
-async def serve_asgi(
-    app: ASGIApp,
-    *,
-    host: str,
-    port: int,
-    settings_key: str,
-    url_path: str = "",
-    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Serve ``app`` on ``host:port`` (``0``: a port the OS picks) with hypercorn's trio worker until cancelled.
-
-    Reports started with the URLs it bound (``http://127.0.0.1:PORT`` + ``url_path``),
-    after logging each of them.
-
-    Raises:
-        SupervisorError: The address cannot be bound (in use, not local, no permission).
-    """
-    config = Config()
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    # Bound here rather than by hypercorn's create_sockets, which leaks the socket when bind fails.
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), port))
-        sock.listen(config.backlog)
-    except OSError as exc:
-        sock.close()
-        raise SupervisorError(
-            f"cannot listen on {host}:{port} ({exc.strerror or exc}); free the port or change "
-            f"{settings_key}.port / {settings_key}.host"
-        ) from exc
-    sockets = Sockets(secure_sockets=[], insecure_sockets=[sock], quic_sockets=[])
-    listener = settings_key.rpartition(".")[2]
-    # Starlette-style ASGI callables are looser than hypercorn's typed protocol; same callable at runtime.
-    wrapped = wrap_app(cast("ASGIFramework", app), config.wsgi_max_body_size, "asgi")
-    try:
-        async with trio.open_nursery() as nursery:
-            # worker_serve reports what it bound as "http://host:port", read back from the sockets.
-            binds: list[str] = await nursery.start(partial(worker_serve, wrapped, config, sockets=sockets))
-            urls = [bind + url_path for bind in binds]
-            for url in urls:
-                extra = {"event": "listening", "listener": listener, "url": url}
-                logger.info("%s listening on %s", listener, url, extra=extra)
-            task_status.started(urls)
-    finally:
-        # trio's listener does not close the socket it was handed: stop listening now, not at GC.
-        sock.close()
