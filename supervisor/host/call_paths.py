@@ -9,8 +9,8 @@ at once reaches the middleware too, and is ``"fast"`` there), and the SDK path
 takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
 
 1. **splice** (``host.splice`` → ``upstream.splice``), when all of these hold:
-   a stdio host, of either era; ``params`` has only ``name``, ``arguments``
-   and ``_meta``; ``_meta`` holds the 2026 envelope naming a 2026 version (a
+   a stdio host, of either era (the HTTP front: below); ``params`` has only
+   ``name``, ``arguments`` and ``_meta``; ``_meta`` holds the 2026 envelope naming a 2026 version (a
    2026-era host) or nothing (a handshake-era host), plus at most trace context
    (``traceparent``, ``tracestate``, ``baggage``): so no progress token and no
    log level of the host's own; the name is routed now; the tool has no
@@ -22,7 +22,11 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    (the call is promoted to an exchange); a handshake-era host's call to a
    2026-era upstream names the host's log level, gets its log messages in wire
    order and its input rounds run in the sidecar; results take the host's
-   era's shape.
+   era's shape. Over the HTTP front (its own answer, ``host.http_splice``):
+   a 2026-era host's call as above without trace context, to a 2026-era
+   stdio generation (a handshake-era one may ask its host something
+   mid-call), telemetry off; the POST's own conditions are
+   ``host.http_fast_calls``'s.
 2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
    a 2026-era host, over either front; ``params`` as for the splice, but
    ``_meta`` may hold anything but a progress token (a log level included);
@@ -115,8 +119,12 @@ def path_of(
     *,
     stdio_host: bool,
     handshake_host: bool,
+    http_answer: bool = False,
 ) -> Path:
-    """The path of the table above for ``call`` (``plain_call``), routed to ``routed`` (None: not routed now)."""
+    """The path of the table above for ``call`` (``plain_call``), routed to ``routed`` (None: not routed now).
+
+    ``http_answer``: asked by the HTTP front's own answer (``host.http_fast_calls``), which splices too.
+    """
     if call is None or routed is None:
         return "sdk"
     tool, actor = routed
@@ -124,6 +132,7 @@ def path_of(
     if upstream is None:
         return "sdk"
     splice = upstream.splice
-    if stdio_host and call.spliceable and splice is not None and splice.ready:
+    spliced_front = stdio_host or (http_answer and splice is not None and splice.modern and call.carrier is None)
+    if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"
     return "sdk" if handshake_host else "fast"

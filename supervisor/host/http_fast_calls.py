@@ -12,7 +12,9 @@ errors, the unknown-tool heal, metrics) in the ASGI task, and writes the
 JSON-RPC answer as ``application/json`` with the SDK's status table. The
 call's log messages (a host that named a level) turn the response into an
 event stream at the first one, as the SDK's entry does; the answer is then
-its last event.
+its last event. A call ``host.call_paths`` splices (no log level, a 2026-era
+stdio server) skips the SDK's client too: it crosses as bytes on the wire
+splice's HTTP half (``host.http_splice``), and its answer is the upstream's.
 
 It takes a POST only when every one of these holds, and hands anything else
 to the SDK's app unchanged (the body it read is replayed): no session id, a
@@ -29,8 +31,8 @@ The 2026 wire cancels a request by closing its stream: one watcher task per
 call waits for ``http.disconnect`` and cancels the call. A call silent for
 ``PING_SEC`` commits to ``text/event-stream`` and sends keepalive comments, as
 the SDK does, so a proxy's idle timeout cannot cut it; its answer is then the
-stream's last event. ``taken`` counts each way, so tests can prove which path a
-call took.
+stream's last event. ``taken`` counts each way (``"splice"``, ``"fast"``,
+``"sdk"``), so tests can prove which path a call took.
 
 Concurrency: each POST in its own ASGI task, plus its watcher; the two share
 one lock around ``send``. No state across requests beyond counters and the
@@ -61,6 +63,7 @@ from starlette.requests import Request
 
 from supervisor.compat.sdk import modern_request_context
 from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
+from supervisor.host.http_splice import HttpAnswer, HttpSplice
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import to_json
 
@@ -86,6 +89,8 @@ _TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
 """What ``_meta`` may hold: the envelope, and a log level (the call's log messages ride its own response)."""
 
 Notify = Callable[[str, "Mapping[str, Any] | None"], Awaitable[None]]
+Run = Callable[[Notify], Awaitable["dict[str, Any] | HttpAnswer"]]
+"""Runs a call: its result (the fast path), or its whole answer (the splice's)."""
 
 
 class HttpFastCalls:
@@ -96,8 +101,9 @@ class HttpFastCalls:
         self._sdk = sdk
         self._max_body_bytes = max_body_bytes
         self._declares_headers: dict[int, tuple[Any, bool]] = {}
+        self._splice = HttpSplice(front)
         self.taken: Counter[str] = Counter()
-        """How many POSTs took each way: ``"fast"`` (answered here) or ``"sdk"`` (passed on)."""
+        """How many POSTs took each way: ``"splice"`` or ``"fast"`` (answered here), or ``"sdk"`` (passed on)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST" or TELEMETRY.on or not _wanted(scope):
@@ -110,11 +116,13 @@ class HttpFastCalls:
             self.taken["sdk"] += 1
             await self._sdk(scope, _replaying(read, receive), send)
             return
-        self.taken["fast"] += 1
         await _answer(taken[0], taken[1], receive, send)
 
-    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Callable[[Notify], Awaitable[dict[str, Any]]]] | None:
-        """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here."""
+    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Run] | None:
+        """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here.
+
+        A call the splice carries is sent here, at once (``host.http_splice``); what runs it waits for its answer.
+        """
         try:
             request = json.loads(body)
         except ValueError:
@@ -135,12 +143,19 @@ class HttpFastCalls:
             return None
         front = self._front
         routed = front.route(plain.name)
-        if path_of(plain, routed, stdio_host=False, handshake_host=False) != "fast":
+        path = path_of(plain, routed, stdio_host=False, handshake_host=False, http_answer=True)
+        if path == "sdk":
             return None
         assert routed is not None
         tool, actor = routed
         if self._declares_mcp_headers(tool.definition.input_schema):
             return None
+        if path == "splice" and not front.shutting_down:
+            spliced = self._splice.submit(request_id, tool, actor, plain.arguments, params.get("_meta"))
+            if spliced is not None:
+                self.taken["splice"] += 1
+                return request_id, lambda notify: self._splice.wait_answer(spliced)
+        self.taken["fast"] += 1
 
         def run(notify: Notify) -> Awaitable[dict[str, Any]]:
             ctx = modern_request_context(verdict, "tools/call", request_id, params, notify)
@@ -211,22 +226,23 @@ def _replaying(read: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def _answer(
-    request_id: Any, run: Callable[[Notify], Awaitable[dict[str, Any]]], receive: Receive, send: Send
-) -> None:
+async def _answer(request_id: Any, run: Run, receive: Receive, send: Send) -> None:
     """Run the call, cancelled if the host hangs up, and write its answer (an event stream once it sent notices
     or went silent)."""
     stream = _Stream(send)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(stream.watch, receive, nursery.cancel_scope)
         try:
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": await run(stream.notice)}
-            status = 200
+            result = await run(stream.notice)
+            if isinstance(result, HttpAnswer):  # the splice's: the whole message, as the upstream's bytes
+                body, status = result.body, result.status
+            else:
+                body, status = to_json({"jsonrpc": "2.0", "id": request_id, "result": result}), 200
         except Exception as exc:  # what the SDK's runner maps, mapped the same way
             error = modern_error_data(exc)
             reply = {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(mode="json", exclude_none=True)}
-            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-        await stream.answer(to_json(reply), status)
+            body, status = to_json(reply), ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+        await stream.answer(body, status)
         nursery.cancel_scope.cancel()
 
 

@@ -51,9 +51,12 @@ BARE: dict[str, Any] = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}}
 """A handshake-era host's plain call: no envelope."""
 
 
-def _generation(*, stdio: bool = True, ready: bool = True) -> Any:
-    """A ready generation of either era (the era does not decide the path): over stdio with a splice, or not."""
-    return SimpleNamespace(splice=SimpleNamespace(ready=ready) if stdio else None)
+def _generation(*, stdio: bool = True, ready: bool = True, modern: bool = True) -> Any:
+    """A ready generation (2026-era unless ``modern`` is False): over stdio with a splice, or not.
+
+    The era decides only the HTTP front's splice (``http answer``).
+    """
+    return SimpleNamespace(splice=SimpleNamespace(ready=ready, modern=modern) if stdio else None)
 
 
 def _routed(generation: Any = None, output_schema: dict[str, Any] | None = None) -> Any:
@@ -67,6 +70,14 @@ DECISIONS = [
     ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
     ("handshake", "stdio", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
     ("2026", "http", PLAIN, _routed(_generation()), "fast"),
+    ("2026", "http answer", PLAIN, _routed(_generation()), "splice"),
+    ("2026", "http answer", PLAIN, _routed(_generation(modern=False)), "fast"),
+    ("2026", "http answer", PLAIN, _routed(_generation(stdio=False)), "fast"),
+    ("2026", "http answer", PLAIN, _routed(_generation(ready=False)), "fast"),
+    ("2026", "http answer", {**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT}}, _routed(_generation()),
+     "fast"),
+    ("2026", "http answer", {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}},
+     _routed(_generation()), "fast"),
     ("2026", "stdio", PLAIN, _routed(_generation(stdio=False)), "fast"),
     ("2026", "stdio", PLAIN, _routed(_generation(ready=False)), "fast"),
     ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}},
@@ -96,7 +107,10 @@ def test_the_one_decision_names_the_path_of_every_call_for_every_era_pair_front_
 ) -> None:
     handshake = era == "handshake"
     plain = plain_call(params, handshake_host=handshake)
-    assert path_of(plain, routed, stdio_host=front == "stdio", handshake_host=handshake) == path
+    http_answer = front == "http answer"  # the HTTP front's own answer (``host.http_fast_calls``)
+    assert (
+        path_of(plain, routed, stdio_host=front == "stdio", handshake_host=handshake, http_answer=http_answer) == path
+    )
     if plain is not None:
         assert plain.name == params["name"] and plain.arguments == params.get("arguments")
         carrier = {k: v for k, v in (params.get("_meta") or {}).items() if k == "traceparent"}
