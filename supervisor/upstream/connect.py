@@ -33,8 +33,7 @@ from supervisor.calls.attribution import HostSide, current_call, named_for, no_h
 from supervisor.catalog.registry import Kind
 from supervisor.compat.sdk import TransportStreams, request_envelope, stamp_capabilities_of
 from supervisor.config.servers import ServerSettings
-from supervisor.errors import UpstreamUnavailable, first_leaf
-from supervisor.upstream.errors import enter_client, split_teardown_errors
+from supervisor.upstream.errors import enter_client, teardown_error
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.http import open_http_transport
 from supervisor.upstream.http_calls import HttpCalls
@@ -188,16 +187,11 @@ async def open_upstream(
                 raise
             nursery.cancel_scope.cancel()
     except BaseException as raised:
-        teardown, rest = split_teardown_errors(raised)
-        if teardown is None:
+        error = teardown_error(raised, name, health, body_failed)
+        if error is raised:
             raise
-        logger.debug("server=%s client teardown raised %r", name, teardown)
-        health.mark_lost(f"transport failed: {first_leaf(teardown)!r}")
-        if rest is not None:
-            raise rest from None  # e.g. the Cancelled of a shutdown: let it reach its scope
-        if body_failed:
-            # The transport's failure interrupted the generation: report it as such.
-            raise UpstreamUnavailable(name, f"server {name!r}: transport failed: {first_leaf(teardown)}") from teardown
+        if error is not None:
+            raise error from error.__cause__  # the transport's failure, for the generation's own error
 
 
 def _calling_host_capabilities() -> dict[str, Any] | None:

@@ -2,9 +2,12 @@
 
 ``ErrorTranslator`` maps what one request raised; ``connect_error`` what
 entering the client raised (often nested exception groups), and
-``enter_client`` enters it so (a stop that meets a failing handshake stays a stop);
-``split_teardown_errors`` separates transport failures from everything else
-that leaving the client raised. Pure and synchronous, but for ``enter_client``.
+``enter_client`` enters it so; ``teardown_error`` says what leaving it must
+raise instead of what it raised (transport failures, split off by
+``split_teardown_errors``, mark the generation lost). Either way a stop that
+meets a failure stays a stop (``stop_of``): a group of ``Cancelled`` and
+failures would outlive the scope that takes the ``Cancelled``, and end the
+sidecar. Synchronous, but for ``enter_client``.
 
 A server's JSON-RPC error passes through to the host where the caller asks
 (``passthrough``), except -32700: a parse error is about the request the host
@@ -16,6 +19,7 @@ it is an ``UpstreamProtocolError`` naming the server instead (issue 30).
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final
 
@@ -28,6 +32,8 @@ from pydantic import ValidationError
 
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable, first_leaf
 from supervisor.upstream.health import TransportHealth
+
+logger = logging.getLogger(__name__)
 
 
 class ErrorTranslator:
@@ -99,10 +105,47 @@ async def enter_client(
     except Exception as exc:
         raise connect_error(name, health, exc) from exc
     except BaseExceptionGroup as group:
-        cancelled, _ = group.split(trio.Cancelled)
-        if cancelled is None:
+        stop = stop_of(group)
+        if stop is None:
             raise
-        raise cancelled from None
+        raise stop from None
+
+
+def stop_of(raised: BaseException) -> BaseException | None:
+    """The ``Cancelled`` of a group that also holds failures (a stop that met them); None for anything else.
+
+    The failures of something being stopped are moot: raised with the stop, they
+    would outlive the cancel scope that takes the ``Cancelled``.
+    """
+    if not isinstance(raised, BaseExceptionGroup):
+        return None
+    cancelled, failures = raised.split(trio.Cancelled)
+    return cancelled if cancelled is not None and failures is not None else None
+
+
+def teardown_error(
+    raised: BaseException, name: str, health: TransportHealth, body_failed: bool
+) -> BaseException | None:
+    """What leaving a generation's client must raise for ``raised`` (``raised`` itself: as it is; None: nothing).
+
+    A transport failure marks the generation lost; it is the generation's
+    ``UpstreamUnavailable`` when it cut the generation short (``body_failed``),
+    and nothing more when the generation was ending anyway. Whatever else was
+    raised goes on, but a stop that met failures goes on as the stop alone.
+    """
+    teardown, rest = split_teardown_errors(raised)
+    if teardown is None:
+        return stop_of(raised) or raised
+    logger.debug("server=%s client teardown raised %r", name, teardown)
+    reason = first_leaf(teardown)
+    health.mark_lost(f"transport failed: {reason!r}")
+    if rest is not None:
+        return stop_of(rest) or rest  # e.g. the Cancelled of a shutdown: let it reach its scope
+    if body_failed:
+        error = UpstreamUnavailable(name, f"server {name!r}: transport failed: {reason}")
+        error.__cause__ = teardown
+        return error
+    return None
 
 
 def connect_error(name: str, health: TransportHealth, exc: Exception) -> UpstreamUnavailable | UpstreamProtocolError:

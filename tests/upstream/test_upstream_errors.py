@@ -1,4 +1,4 @@
-"""How one upstream request's failures translate (``upstream.errors``), and a handshake's."""
+"""How one upstream request's failures translate (``upstream.errors``), and a handshake's and a teardown's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, PARSE_ERROR
 
 from supervisor.errors import UpstreamProtocolError, UpstreamUnavailable
-from supervisor.upstream.errors import ErrorTranslator, enter_client
+from supervisor.upstream.errors import ErrorTranslator, enter_client, teardown_error
 from supervisor.upstream.health import TransportHealth
 
 
@@ -76,3 +76,42 @@ async def test_a_handshake_that_fails_on_its_own_is_the_servers_unavailability()
     with pytest.raises(UpstreamUnavailable, match="server 'a' failed during the handshake"):
         async with AsyncExitStack() as stack:
             await enter_client(stack, Closed(), "a", TransportHealth())
+
+
+async def _raised_in_a_stopped_scope(*failures: Exception, body_failed: bool, health: TransportHealth) -> bool:
+    """Leave a generation being stopped whose client raised ``failures`` with the stop; whether its scope took it."""
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled as cancelled:
+            error = teardown_error(BaseExceptionGroup("client exit", [cancelled, *failures]), "a", health, body_failed)
+            assert error is not None
+            raise error from None
+    return scope.cancelled_caught
+
+
+@pytest.mark.parametrize(
+    ("failures", "lost"),
+    [
+        pytest.param([MCPError(CONNECTION_CLOSED, "Connection closed")], False, id="a failure that is no teardown"),
+        pytest.param([OSError("pipe closed")], True, id="a transport failure"),
+        pytest.param([OSError("pipe closed"), RuntimeError("and a surprise")], True, id="both"),
+    ],
+)
+async def test_a_stop_that_meets_a_failing_teardown_stays_a_stop_and_never_escapes_its_scope(
+    failures: list[Exception], lost: bool
+) -> None:
+    health = TransportHealth()
+    assert await _raised_in_a_stopped_scope(*failures, body_failed=True, health=health)
+    assert health.lost.is_set() is lost
+
+
+def test_a_teardown_that_fails_on_its_own_is_the_transports_failure_only_when_it_cut_the_generation_short() -> None:
+    health = TransportHealth()
+    cut_short = teardown_error(OSError("pipe closed"), "a", health, body_failed=True)
+    assert isinstance(cut_short, UpstreamUnavailable) and str(cut_short) == "server 'a': transport failed: pipe closed"
+    assert health.lost.is_set()
+    assert teardown_error(OSError("pipe closed"), "a", TransportHealth(), body_failed=False) is None
+    surprise = RuntimeError("not a transport's")
+    assert teardown_error(surprise, "a", TransportHealth(), body_failed=True) is surprise
