@@ -26,7 +26,9 @@ sends, with the limits hypercorn applied:
   out with the first body bytes: one write for a whole answer), or else
   ``chunked``, its head written at once (an event stream's client sees it
   began) and each body message on the wire as it comes; HTTP/1.0 answers end
-  with the connection; ``Date`` added.
+  with the connection, and so does an answer whose body did not match its
+  ``Content-Length`` (the client could not tell where the next one starts);
+  ``Date`` added.
 
 The app's ``receive``, once the body is read, waits for the end of the
 connection (``http.disconnect``: the 2026 wire's cancellation), and returns it
@@ -205,6 +207,8 @@ class _Exchange:
         self._started = self._head_sent = self._complete = self._gone = False
         self._framing = b""
         """How the answer's body is framed: ``b"length"``, ``b"chunked"``, ``b"close"``, ``b"none"``."""
+        self._length_left: int | None = None
+        """Bytes of a ``Content-Length`` answer still due (-1: a length that is not one)."""
         self._send_lock = trio.Lock()
         self._waiting: trio.CancelScope | None = None
 
@@ -359,9 +363,13 @@ class _Exchange:
                 out += b"0\r\n\r\n"
         elif self._framing != b"none":
             out += body
+            if self._length_left is not None:
+                self._length_left -= len(body)
         self._head_sent = True
         if not more:
             self._complete = True
+            if self._length_left:  # fewer or more bytes than its Content-Length: the client cannot frame another
+                self._keep_alive = False
         if out and not self._gone:
             await self._write(out)
         if self._complete and self._waiting is not None:
@@ -383,6 +391,7 @@ class _Exchange:
             lowered = name.lower()
             if lowered == b"content-length":
                 declared = True
+                self._length_left = int(value) if value.strip().isdigit() else -1
             elif lowered == b"transfer-encoding":
                 continue  # the framing is this server's
             elif lowered == b"connection" and b"close" in value.lower():
@@ -395,6 +404,7 @@ class _Exchange:
             self._framing = b"length"
         elif length is not None:
             self._framing = b"length"
+            self._length_left = length
             lines.append(b"content-length: %d\r\n" % length)
         elif self._request.http10:
             self._framing = b"close"

@@ -349,3 +349,20 @@ async def test_an_http_1_0_request_gets_an_answer_that_ends_with_the_connection(
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"connection: close" in head and b"transfer-encoding" not in head
     assert body == b"one two"
+
+
+async def test_an_answer_shorter_than_its_content_length_ends_its_connection_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def short(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"10")]})
+        await send({"type": "http.response.body", "body": b"12345"})
+
+    with trio.fail_after(BOUND_SEC * 10):
+        async with serving(short) as served:
+            stream = await served.connect()
+            started = trio.current_time()
+            await stream.send_all(post(b"/mcp", b""))
+            answer = await until_closed(stream)
+            assert trio.current_time() - started < IDLE_SEC  # closed now, not once idle
+    assert answer.endswith(b"\r\n\r\n12345") and b"connection: close" not in answer
