@@ -89,8 +89,8 @@ _TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
 """What ``_meta`` may hold: the envelope, and a log level (the call's log messages ride its own response)."""
 
 Notify = Callable[[str, "Mapping[str, Any] | None"], Awaitable[None]]
-Run = Callable[[Notify], Awaitable["dict[str, Any] | HttpAnswer"]]
-"""Runs a call: its result (the fast path), or its whole answer (the splice's)."""
+Run = Callable[[Notify], Awaitable[dict[str, Any]]]
+"""Runs a call on the fast path: its result, its notices to ``Notify``."""
 
 
 class HttpFastCalls:
@@ -116,12 +116,16 @@ class HttpFastCalls:
             self.taken["sdk"] += 1
             await self._sdk(scope, _replaying(read, receive), send)
             return
-        await _answer(taken[0], taken[1], receive, send)
+        request_id, how = taken
+        if isinstance(how, HttpAnswer):
+            await _answer_spliced(self._splice, how, receive, send)
+        else:
+            await _answer(request_id, how, receive, send)
 
-    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Run] | None:
+    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Run | HttpAnswer] | None:
         """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here.
 
-        A call the splice carries is sent here, at once (``host.http_splice``); what runs it waits for its answer.
+        A call the splice carries is sent here, at once (``host.http_splice``): its answer is to come.
         """
         try:
             request = json.loads(body)
@@ -154,7 +158,7 @@ class HttpFastCalls:
             spliced = self._splice.submit(request_id, tool, actor, plain.arguments, params.get("_meta"))
             if spliced is not None:
                 self.taken["splice"] += 1
-                return request_id, lambda notify: self._splice.wait_answer(spliced)
+                return request_id, spliced
         self.taken["fast"] += 1
 
         def run(notify: Notify) -> Awaitable[dict[str, Any]]:
@@ -234,16 +238,36 @@ async def _answer(request_id: Any, run: Run, receive: Receive, send: Send) -> No
         nursery.start_soon(stream.watch, receive, nursery.cancel_scope)
         try:
             result = await run(stream.notice)
-            if isinstance(result, HttpAnswer):  # the splice's: the whole message, as the upstream's bytes
-                body, status = result.body, result.status
-            else:
-                body, status = to_json({"jsonrpc": "2.0", "id": request_id, "result": result}), 200
+            body, status = to_json({"jsonrpc": "2.0", "id": request_id, "result": result}), 200
         except Exception as exc:  # what the SDK's runner maps, mapped the same way
             error = modern_error_data(exc)
             reply = {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(mode="json", exclude_none=True)}
             body, status = to_json(reply), ERROR_CODE_HTTP_STATUS.get(error.code, 200)
         await stream.answer(body, status)
         nursery.cancel_scope.cancel()
+
+
+async def _answer_spliced(splice: HttpSplice, answer: HttpAnswer, receive: Receive, send: Send) -> None:
+    """Write a spliced call's answer once it comes, in the POST's own task (no watcher: one task per call).
+
+    The task reads for the host's hang-up, and the answer's hand-over cancels
+    that read (``HttpAnswer.waiter``); a hang-up, or this task's cancellation,
+    abandons the call upstream. Silent for ``PING_SEC``: a ping, as ``_Stream.watch``.
+    """
+    stream = _Stream(send)
+    try:
+        while not answer.ready:
+            with trio.move_on_after(PING_SEC) as silent, trio.CancelScope() as answer.waiter:
+                if (await receive())["type"] == "http.disconnect":
+                    splice.abandon(answer)
+                    return
+            answer.waiter = None
+            if silent.cancelled_caught and not answer.ready:
+                await stream.ping()
+    except BaseException:
+        splice.abandon(answer)  # a no-op once answered
+        raise
+    await stream.answer(answer.body, answer.status)
 
 
 class _Stream:
@@ -263,9 +287,13 @@ class _Stream:
                     call.cancel()
                     return
                 continue
-            async with self._lock:
-                await self._as_events()
-                await self._send(_PING)
+            await self.ping()
+
+    async def ping(self) -> None:
+        """A keepalive comment on the event stream (which the response becomes, if not yet)."""
+        async with self._lock:
+            await self._as_events()
+            await self._send(_PING)
 
     async def _as_events(self) -> None:
         """Commit the response to ``text/event-stream``, once (under the lock)."""

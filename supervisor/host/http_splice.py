@@ -26,17 +26,19 @@ something mid-call (the SDK path's exchanges carry that), a log level or a
 progress token asks for notices on the call's own stream (the fast path
 carries those), and trace context wants spans (telemetry on: the SDK path).
 
-Concurrency: ``submit`` and the answer's hand-over are synchronous; the POST's
-task waits in ``wait_answer`` for its call's event, which the upstream's stdout
-pump, its deadline task or its transport's watcher sets (``_settle``, no await
-between taking the call out of the table and setting it). A call is answered
+Concurrency: ``submit``, ``abandon`` and the answer's hand-over are
+synchronous. The POST's task is the only one of its call on this side: it
+waits in a read for the host's hang-up (``host.http_fast_calls``), and the
+upstream's stdout pump, its deadline task or its transport's watcher hands the
+answer over by cancelling that read (``_settle``: no await between taking the
+call out of the table, filling the answer and cancelling). A call is answered
 once: by whichever of the answer, the timeout, the transport's loss or the
 host's hang-up takes it out of ``_waiting`` first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -57,13 +59,18 @@ if TYPE_CHECKING:
     from supervisor.wire.pipes import DirectWrite
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class HttpAnswer:
-    """A spliced call's answer as the POST writes it: one JSON-RPC message, and the HTTP status for it."""
+    """A spliced call's answer as its POST writes it: one JSON-RPC message, and the HTTP status for it.
 
+    The POST's task waits for it in a read for the host's hang-up (``waiter``), which the answer cancels.
+    """
+
+    call: SplicedCall
     body: bytes = b""
     status: int = 200
-    ready: trio.Event = field(default_factory=trio.Event)
+    ready: bool = False
+    waiter: trio.CancelScope | None = None
 
 
 class HttpSplice:
@@ -81,8 +88,9 @@ class HttpSplice:
 
     def submit(
         self, host_id: str | int, tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None, meta: Any
-    ) -> SplicedCall | None:
-        """Send the call upstream now (no wait); None: the splice cannot queue it at once (the fast path takes it).
+    ) -> HttpAnswer | None:
+        """Send the call upstream now (no wait); its answer to come, or None: the splice cannot queue it at once
+        (the fast path takes it).
 
         ``meta``: the host's ``_meta`` (its envelope), whose client capabilities are declared upstream (issue 30).
         """
@@ -92,7 +100,7 @@ class HttpSplice:
             return None
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
-        self._waiting[call] = HttpAnswer()
+        answer = self._waiting[call] = HttpAnswer(call)
         capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
         if not splice.submit(call, tool.raw_name, tool.upstream_arguments(arguments), capabilities=capabilities):
             del self._waiting[call]
@@ -100,20 +108,15 @@ class HttpSplice:
         for direct in self._batched:  # one POST is one request: written now, not at the end of a host chunk
             direct.flush()
         self._batched.clear()
-        return call
-
-    async def wait_answer(self, call: SplicedCall) -> HttpAnswer:
-        """``call``'s answer; cancelled (the host hung up): the call is abandoned upstream, and answered never."""
-        answer = self._waiting[call]
-        try:
-            await answer.ready.wait()
-        except trio.Cancelled:
-            if self._waiting.pop(call, None) is not None:
-                if call.upstream is not None:
-                    call.upstream.abandon(call, "the host cancelled the request")
-                self._finish(call, "cancelled")
-            raise
         return answer
+
+    def abandon(self, answer: HttpAnswer) -> None:
+        """The host hung up (or its POST was cancelled) before the answer: abandon the call upstream, answer never."""
+        call = answer.call
+        if self._waiting.pop(call, None) is not None:
+            if call.upstream is not None:
+                call.upstream.abandon(call, "the host cancelled the request")
+            self._finish(call, "cancelled")
 
     # -- calls.splice.SpliceHost --------------------------------------------------------
 
@@ -156,8 +159,9 @@ class HttpSplice:
         answer = self._waiting.pop(call, None)
         if answer is None:
             return  # the host hung up meanwhile: JSON-RPC wants no answer
-        answer.body, answer.status = body, status
-        answer.ready.set()
+        answer.body, answer.status, answer.ready = body, status, True
+        if answer.waiter is not None:
+            answer.waiter.cancel()  # the POST's read for a hang-up: it writes the answer now
         self._finish(call, outcome)
 
     def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:

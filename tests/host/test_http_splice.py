@@ -23,7 +23,7 @@ from mcp import MCPError
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import INVALID_PARAMS, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
-from supervisor.host.http_fast_calls import HttpFastCalls
+from supervisor.host.http_fast_calls import PING_SEC, HttpFastCalls
 from supervisor.upstream.splice import UpstreamSplice
 from tests.host.test_http_fast_calls import BODY, HEADERS, LIMIT, _FakeSdk
 
@@ -142,7 +142,11 @@ def _answer_of(sent: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
 
 
 async def _post_while(
-    front: _Front, plays_upstream: Callable[[], Awaitable[None]], *, hang_up: trio.Event | None = None
+    front: _Front,
+    plays_upstream: Callable[[], Awaitable[None]],
+    *,
+    hang_up: trio.Event | None = None,
+    bound_sec: float = BOUND_SEC,
 ) -> tuple[HttpFastCalls, list[dict[str, Any]]]:
     """POST the call while ``plays_upstream`` is the upstream (reads the request, answers or not); bounded."""
     results: list[tuple[HttpFastCalls, list[dict[str, Any]]]] = []
@@ -150,7 +154,7 @@ async def _post_while(
     async def host() -> None:
         results.append(await _post(front, hang_up=hang_up))
 
-    with trio.fail_after(BOUND_SEC):
+    with trio.fail_after(bound_sec):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(host)
             await plays_upstream()
@@ -176,6 +180,28 @@ async def test_a_plain_call_crosses_the_splice_with_our_id_and_its_answer_is_the
     assert status == 200 and answer["id"] == 7
     assert answer["result"] == {**result, "_meta": {SERVER_INFO_META_KEY: STAMP}, "resultType": "complete"}
     assert app.taken == {"splice": 1} and front.fast_calls == 0 and front.outcomes == ["ok"]
+
+
+async def test_a_silent_spliced_call_pings_until_its_answer_which_is_the_streams_last_event(
+    autojump_clock: trio.testing.MockClock, make_upstream: Callable[..., _Upstream]
+) -> None:
+    upstream = make_upstream()
+    front = _Front(upstream)
+    result = {"content": [], "resultType": "complete"}
+
+    async def slow() -> None:
+        request = await upstream.request()
+        await trio.sleep(2 * PING_SEC + 1)  # virtual: two pings go out meanwhile
+        await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+    _, sent = await _post_while(front, slow, bound_sec=10 * PING_SEC)
+    start, *pings, last = sent
+    assert start["status"] == 200 and (b"content-type", b"text/event-stream") in start["headers"]
+    assert [p["body"] for p in pings] == [b": ping\r\n\r\n"] * 2
+    assert last["more_body"] is False
+    answer = json.loads(last["body"].removeprefix(b"event: message\r\ndata: "))
+    assert answer["id"] == 7 and answer["result"]["_meta"] == {SERVER_INFO_META_KEY: STAMP}
+    assert front.outcomes == ["ok"]
 
 
 @pytest.mark.parametrize("code", [INVALID_PARAMS, -32042])
