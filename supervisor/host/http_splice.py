@@ -79,12 +79,7 @@ class HttpSplice:
     def __init__(self, front: Front) -> None:
         self._front = front
         self._waiting: dict[SplicedCall, HttpAnswer] = {}
-        self._batched: list[DirectWrite] = []
         self._stamp: dict[str, Any] | None = None
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._waiting)
 
     def submit(
         self, host_id: str | int, tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None, meta: Any
@@ -105,9 +100,6 @@ class HttpSplice:
         if not splice.submit(call, tool.raw_name, tool.upstream_arguments(arguments), capabilities=capabilities):
             del self._waiting[call]
             return None
-        for direct in self._batched:  # one POST is one request: written now, not at the end of a host chunk
-            direct.flush()
-        self._batched.clear()
         return answer
 
     def abandon(self, answer: HttpAnswer) -> None:
@@ -121,8 +113,7 @@ class HttpSplice:
     # -- calls.splice.SpliceHost --------------------------------------------------------
 
     def batched(self, direct: DirectWrite) -> None:
-        if direct not in self._batched:
-            self._batched.append(direct)
+        direct.flush()  # one POST is one request: written now, not at the end of a host chunk
 
     def flush(self) -> None:
         """Nothing is batched on this side: each answer is its own POST's body."""

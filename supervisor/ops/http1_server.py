@@ -112,8 +112,8 @@ async def _serve_connection(app: ASGIApp, stream: trio.SocketStream) -> None:
     connection = _Connection(app, stream)
     try:
         await connection.serve()
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        pass  # the client went away; nothing to answer
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+        logger.debug("connection from %s ended: %r", connection.client, exc)  # the client went away
     except Exception:
         logger.exception("the HTTP front failed on a connection from %s", connection.client)
     finally:
@@ -255,10 +255,7 @@ class _Exchange:
                 await self._write(_CONTINUE)
             try:
                 body = await self._body()
-            except _Ended:
-                self._gone = True
-                return {"type": "http.disconnect"}
-            except Refused:  # a chunk framing that is not one: the request cannot be read on
+            except (_Ended, Refused):  # the end, or a chunk framing that is not one: the request cannot be read on
                 self._gone = True
                 return {"type": "http.disconnect"}
             return {"type": "http.request", "body": body, "more_body": not self._body_done}
@@ -276,7 +273,7 @@ class _Exchange:
                     await connection.fill()
                 except _Ended:
                     self._gone = True
-                    return
+                    break
         self._waiting = None
 
     async def _body(self) -> bytes:

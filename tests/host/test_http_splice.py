@@ -108,8 +108,16 @@ class _Front:
         return {"content": [], "resultType": "complete"}
 
 
-async def _post(front: _Front, *, hang_up: trio.Event | None = None) -> tuple[HttpFastCalls, list[dict[str, Any]]]:
-    """POST the plain call to a fresh ``HttpFastCalls``; the host hangs up once ``hang_up`` is set."""
+Watch = Callable[[dict[str, Any]], None]
+
+
+async def _post(
+    front: _Front, *, hang_up: trio.Event | None = None, watch: Watch | None = None
+) -> tuple[HttpFastCalls, list[dict[str, Any]]]:
+    """POST the plain call to a fresh ``HttpFastCalls``; the host hangs up once ``hang_up`` is set.
+
+    ``watch`` sees each message the app sends, as it is sent.
+    """
     app = HttpFastCalls(front, _FakeSdk(), LIMIT)  # type: ignore[arg-type]
     scope = {"type": "http", "method": "POST", "headers": [(k.encode(), v.encode()) for k, v in HEADERS.items()]}
     incoming = [{"type": "http.request", "body": BODY, "more_body": False}]
@@ -128,6 +136,8 @@ async def _post(front: _Front, *, hang_up: trio.Event | None = None) -> tuple[Ht
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
+        if watch is not None:
+            watch(message)
         if not message.get("more_body", True):
             answered.set()
 
@@ -146,13 +156,14 @@ async def _post_while(
     plays_upstream: Callable[[], Awaitable[None]],
     *,
     hang_up: trio.Event | None = None,
+    watch: Watch | None = None,
     bound_sec: float = BOUND_SEC,
 ) -> tuple[HttpFastCalls, list[dict[str, Any]]]:
     """POST the call while ``plays_upstream`` is the upstream (reads the request, answers or not); bounded."""
     results: list[tuple[HttpFastCalls, list[dict[str, Any]]]] = []
 
     async def host() -> None:
-        results.append(await _post(front, hang_up=hang_up))
+        results.append(await _post(front, hang_up=hang_up, watch=watch))
 
     with trio.fail_after(bound_sec):
         async with trio.open_nursery() as nursery:
@@ -188,16 +199,26 @@ async def test_a_silent_spliced_call_pings_until_its_answer_which_is_the_streams
     upstream = make_upstream()
     front = _Front(upstream)
     result = {"content": [], "resultType": "complete"}
+    started = trio.current_time()
+    pings: list[float] = []
+    pinged_twice = trio.Event()
 
-    async def slow() -> None:
+    def watch(message: dict[str, Any]) -> None:
+        if message.get("body") == b": ping\r\n\r\n":
+            pings.append(trio.current_time() - started)
+            if len(pings) == 2:
+                pinged_twice.set()
+
+    async def silent_until_pinged_twice() -> None:
         request = await upstream.request()
-        await trio.sleep(2 * PING_SEC + 1)  # virtual: two pings go out meanwhile
+        await pinged_twice.wait()  # the clock jumps to each ping
         await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": result})
 
-    _, sent = await _post_while(front, slow, bound_sec=10 * PING_SEC)
-    start, *pings, last = sent
+    _, sent = await _post_while(front, silent_until_pinged_twice, watch=watch, bound_sec=10 * PING_SEC)
+    assert pings == [pytest.approx(PING_SEC), pytest.approx(2 * PING_SEC)]
+    start, *middle, last = sent
     assert start["status"] == 200 and (b"content-type", b"text/event-stream") in start["headers"]
-    assert [p["body"] for p in pings] == [b": ping\r\n\r\n"] * 2
+    assert [m["body"] for m in middle] == [b": ping\r\n\r\n"] * 2
     assert last["more_body"] is False
     answer = json.loads(last["body"].removeprefix(b"event: message\r\ndata: "))
     assert answer["id"] == 7 and answer["result"]["_meta"] == {SERVER_INFO_META_KEY: STAMP}

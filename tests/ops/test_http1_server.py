@@ -109,6 +109,17 @@ async def echo(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": text})
 
 
+def recording_echo() -> tuple[list[Scope], Any]:
+    """``echo``, and the scopes it was called with."""
+    scopes: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        scopes.append(scope)
+        await echo(scope, receive, send)
+
+    return scopes, app
+
+
 def post(path: bytes, body: bytes, *headers: bytes) -> bytes:
     return b"POST %s HTTP/1.1\r\n%scontent-length: %d\r\n%s\r\n%s" % (path, HOST, len(body), b"".join(headers), body)
 
@@ -200,12 +211,7 @@ async def test_receive_once_the_answer_is_complete_is_disconnect_and_a_request_w
 
 
 async def test_the_scope_says_what_the_request_said() -> None:
-    scopes: list[Scope] = []
-
-    async def recording(scope: Scope, receive: Receive, send: Send) -> None:
-        scopes.append(scope)
-        await echo(scope, receive, send)
-
+    scopes, recording = recording_echo()
     with trio.fail_after(BOUND_SEC):
         async with serving(recording) as served:
             stream = await served.connect()
@@ -249,12 +255,7 @@ async def test_the_scope_says_what_the_request_said() -> None:
 async def test_a_head_that_is_not_http_1_1_or_smuggles_is_refused_and_the_connection_closed_before_the_app_runs(
     request_bytes: bytes, status: int
 ) -> None:
-    called: list[Scope] = []
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        called.append(scope)
-        await echo(scope, receive, send)
-
+    called, app = recording_echo()
     with trio.fail_after(BOUND_SEC):
         async with serving(app) as served:
             stream = await served.connect()
