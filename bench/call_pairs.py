@@ -56,6 +56,7 @@ from bench.harness import (
     fixture_server,
     median,
     open_host,
+    path_cpu_sec,
     percentile,
     reap_marked,
     sidecar_argv,
@@ -102,15 +103,25 @@ PAIRS: Final = (
 )
 """The pairs measured here, in order."""
 PAIRS_ENV: Final = "BENCH_P2_PAIRS"
+Upstreams = dict[str, int]
+"""Per variant, the pid of its upstream when that is not a child of its middle process (an HTTP upstream's)."""
+PATH_PARTS: Final = ("host", "middle", "upstream")
 
 
-async def open_pair(stack: AsyncExitStack, pair: Pair, workdir: Path) -> tuple[dict[str, Host], dict[str, int]]:
-    """Start ``pair``'s direct and sidecar variants on ``stack``; return their warm hosts and middle processes' pids."""
+async def open_pair(
+    stack: AsyncExitStack, pair: Pair, workdir: Path
+) -> tuple[dict[str, Host], dict[str, int], Upstreams]:
+    """Start ``pair``'s direct and sidecar variants on ``stack``.
+
+    Returns their warm hosts, their middle processes' pids, and the pid of each
+    variant's upstream that is not its middle process's child (``Upstreams``).
+    """
     # The HTTP helpers of tests/sidecar.py give their children the test's marker; here the
     # run's own marker is both, so that `reap_marked` finds whatever they start.
     os.environ.setdefault(MARK_ENV, bench_mark())
     hosts: dict[str, Host] = {}
     pids: dict[str, int] = {}
+    upstreams: Upstreams = {}
     args = pair.fixture_args
     if pair.upstream == "http":
         fixture = await stack.enter_async_context(open_http_fixture(*args, log=workdir / "direct.jsonl"))
@@ -118,6 +129,8 @@ async def open_pair(stack: AsyncExitStack, pair: Pair, workdir: Path) -> tuple[d
         hosts["direct"] = await stack.enter_async_context(open_http_host(fixture.url, "", pair.direct_mode))
         pids["direct"] = fixture.process.pid
         upstream_fixture = await stack.enter_async_context(open_http_fixture(*args, log=workdir / "sidecar.jsonl"))
+        assert upstream_fixture.process is not None
+        upstreams["sidecar"] = upstream_fixture.process.pid
         server: dict[str, Any] = {"url": upstream_fixture.url}
     else:
         if pair.front == "http":
@@ -142,16 +155,36 @@ async def open_pair(stack: AsyncExitStack, pair: Pair, workdir: Path) -> tuple[d
         pids["sidecar"] = hosts["sidecar"].pid
     for variant, host in hosts.items():
         await _warm_up(host, TOOL[variant])
-    return hosts, pids
+    return hosts, pids, upstreams
+
+
+def _path_cpu(pid: int, upstream: int | None) -> tuple[float, float, float]:
+    """CPU seconds so far of this host, the middle process ``pid``, and its upstream (children, or ``upstream``)."""
+    host, middle, children = path_cpu_sec(pid)
+    return host, middle, children + (cpu_sec(upstream) if upstream is not None else 0.0)
 
 
 async def measure_pair(
-    hosts: dict[str, Host], pids: dict[str, int], *, rounds: int, c1_calls: int, c32_calls: int, large_calls: int
+    hosts: dict[str, Host],
+    pids: dict[str, int],
+    upstreams: Upstreams,
+    *,
+    rounds: int,
+    c1_calls: int,
+    c32_calls: int,
+    large_calls: int,
 ) -> dict[str, Any]:
-    """``rounds`` rounds of c1 (in turns), c32 (per variant) and 1 MB calls (in turns); medians over rounds."""
+    """``rounds`` rounds of c1 (in turns), c32 (per variant) and 1 MB calls (in turns); medians over rounds.
+
+    Around each variant's c32 window, the CPU of the three processes on its
+    path (host, middle, upstream) is read too: at c32 on a small box they share
+    the cores, so the ratio follows from these sums (``c32_cpu_us_per_call``).
+    A direct variant's middle process is its upstream (its ``upstream`` is 0).
+    """
     cps32: dict[str, list[float]] = {v: [] for v in hosts}
     p50: dict[str, list[float]] = {v: [] for v in hosts}
     cpu = dict.fromkeys(hosts, 0.0)
+    cpu32 = {v: [0.0, 0.0, 0.0] for v in hosts}  # host, middle, upstream CPU-s in c32 windows
     added: list[float] = []  # sidecar minus direct latency of calls made one after the other (s)
     paired_large: list[float] = []  # direct / sidecar time of 1 MB calls made one after the other
     for _ in range(rounds):
@@ -160,7 +193,11 @@ async def measure_pair(
         added.extend(s - d for s, d in zip(c1_latencies["sidecar"], c1_latencies["direct"], strict=True))
         for variant, host in hosts.items():
             p50[variant].append(percentile(c1_latencies[variant], 0.5) * 1000)
+            before32 = _path_cpu(pids[variant], upstreams.get(variant))
             cps32[variant].append(await _measure_concurrent(host, TOOL[variant], c32_calls, CONCURRENCY))
+            after32 = _path_cpu(pids[variant], upstreams.get(variant))
+            for part, (after, before) in enumerate(zip(after32, before32, strict=True)):
+                cpu32[variant][part] += after - before
         for variant in hosts:
             cpu[variant] += cpu_sec(pids[variant]) - cpu_before[variant]
         large_times = await _measure_c1_interleaved(hosts, large_calls, text=LARGE_TEXT)
@@ -168,6 +205,10 @@ async def measure_pair(
     calls = rounds * (c1_calls + c32_calls)
     c32 = {v: round(median(cps32[v]), 1) for v in hosts}
     cpu_us = {v: round(cpu[v] / calls * 1e6, 1) for v in hosts}
+    calls32 = rounds * c32_calls
+    path_us = {
+        v: {part: round(x / calls32 * 1e6, 1) for part, x in zip(PATH_PARTS, cpu32[v], strict=True)} for v in hosts
+    }
     return {
         "cps_c32": c32,
         "c32_ratio": round(c32["sidecar"] / c32["direct"], 3),
@@ -176,6 +217,25 @@ async def measure_pair(
         "cpu_us_per_call": cpu_us,
         "sidecar_cpu_us_per_call": cpu_us["sidecar"],
         "1mb_ratio_paired_median": round(median(paired_large), 3),
+        "c32_cpu_us_per_call": path_us,
+        "c32_ratio_cpu_bound": cpu_bound_ratio(path_us),
+    }
+
+
+def cpu_bound_ratio(path_us: dict[str, dict[str, float]]) -> dict[str, float]:
+    """What the CPU per call at c32 says the c32 ratio is, if the box's cores are the bound.
+
+    ``all``: direct's path CPU over the sidecar's (the three processes share the
+    cores; the measured ratio is near it when c32 is CPU-bound). ``free middle``:
+    the same with the sidecar's own CPU left out, the ratio a proxy that cost
+    nothing would reach: what the host's and upstream's own costs leave over.
+    """
+    direct = sum(path_us["direct"].values())
+    sidecar = path_us["sidecar"]
+    total = sum(sidecar.values())
+    return {
+        "all": round(direct / total, 3) if total else 0.0,
+        "free middle": round(direct / (total - sidecar["middle"]), 3) if total > sidecar["middle"] else 0.0,
     }
 
 
@@ -186,9 +246,9 @@ async def _run_pair(pair: Pair, **counts: int) -> dict[str, Any]:
         try:
             with trio.fail_after(PAIR_BOUND_SEC):
                 async with AsyncExitStack() as stack:
-                    hosts, pids = await open_pair(stack, pair, workdir)
+                    hosts, pids, upstreams = await open_pair(stack, pair, workdir)
                     figures["eras"] = {v: str(h.session.protocol_version) for v, h in hosts.items()}
-                    figures |= await measure_pair(hosts, pids, **counts)
+                    figures |= await measure_pair(hosts, pids, upstreams, **counts)
         except Exception as exc:
             figures["error"] = _leaves(exc)
         finally:
@@ -209,7 +269,12 @@ def _cell(value: float | None, unit: str = "") -> str:
 
 
 def table(result: dict[str, Any]) -> list[str]:
-    """The markdown table of every pair in ``result``: today's from ``call_path``'s keys, the others from theirs."""
+    """The markdown tables of every pair in ``result``: today's from ``call_path``'s keys, the others from theirs.
+
+    The second table is each pair's CPU per call at c32 on the three processes
+    of each path, and the c32 ratio those sums give (``cpu_bound_ratio``). A
+    pair this run did not measure (``BENCH_P2_PAIRS``) has no row.
+    """
     rows = [
         "| pair | c32 sidecar/direct | added c1 (paired) | sidecar CPU/call | 1 MB sidecar/direct |",
         "|---|---|---|---|---|",
@@ -219,13 +284,33 @@ def table(result: dict[str, Any]) -> list[str]:
         f" | {_cell(result.get('p2_ratio_sidecar_vs_direct_1mb_paired_median'))}"
         f" (floor {_cell(result.get('p2_ratio_floor_vs_direct_1mb_paired_median'))}) |",
     ]
-    for pair in PAIRS:
+    measured = [pair for pair in PAIRS if f"p2_{pair.key}_error" in result]
+    keyed = [(TODAY.label + " (today's keys)", "p2_")] if "p2_c32_cpu_us_per_call" in result else []
+    keyed += [(pair.label, f"p2_{pair.key}_") for pair in measured]
+    for pair in measured:
         key = f"p2_{pair.key}_"
         rows.append(
             f"| {pair.label} | {_cell(result.get(key + 'c32_ratio'))}"
             f" | {_cell(result.get(key + 'added_latency_ms_paired_median_c1'), ' ms')}"
             f" | {_cell(result.get(key + 'sidecar_cpu_us_per_call'), ' us')}"
             f" | {_cell(result.get(key + '1mb_ratio_paired_median'))} |"
+        )
+    rows += [
+        "",
+        "| pair | c32 CPU us/call direct (host + upstream) | sidecar (host + middle + upstream) "
+        "| c32 ratio the CPU says | with a free middle |",
+        "|---|---|---|---|---|",
+    ]
+    for label, key in keyed:
+        path, bound = result.get(key + "c32_cpu_us_per_call"), result.get(key + "c32_ratio_cpu_bound")
+        if path is None or bound is None:
+            rows.append(f"| {label} | failed | failed | failed | failed |")
+            continue
+        direct, sidecar = path["direct"], path["sidecar"]
+        rows.append(
+            f"| {label} | {direct['host']:g} + {direct['middle']:g}"
+            f" | {sidecar['host']:g} + {sidecar['middle']:g} + {sidecar['upstream']:g}"
+            f" | {bound['all']:g} | {bound['free middle']:g} |"
         )
     return rows
 

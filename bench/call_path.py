@@ -48,7 +48,6 @@ The measuring primitives live in ``bench.call_measure`` (re-exported here).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -68,7 +67,7 @@ from bench.call_measure import (
     _measure_large,
     _warm_up,
 )
-from bench.call_pairs import run_pairs, table
+from bench.call_pairs import PATH_PARTS, cpu_bound_ratio, run_pairs, table
 from bench.harness import (
     BENCH_MARK_ENV,
     REPO_ROOT,
@@ -78,6 +77,7 @@ from bench.harness import (
     fixture_server,
     median,
     open_host,
+    path_cpu_sec,
     percentile,
     quiet_host_heap,
     reap_marked,
@@ -97,7 +97,6 @@ __all__ = [
     "RELAY_MODES",
     "TOOL",
     "_argv",
-    "_child_pids",
     "_measure_c1_interleaved",
     "_measure_concurrent",
     "_measure_large",
@@ -206,16 +205,6 @@ async def open_warm_hosts(
     return hosts
 
 
-def _child_pids(pid: int) -> list[int]:
-    """The children of ``pid`` (a child belongs to the thread that forked it: every thread's list is read)."""
-    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
-
-
-def _path_cpu_sec(pid: int) -> tuple[float, float, float]:
-    """CPU seconds so far of the three processes on a variant's path: this host, ``pid``, and ``pid``'s children."""
-    return cpu_sec(os.getpid()), cpu_sec(pid), sum(cpu_sec(child) for child in _child_pids(pid))
-
-
 def _argv(variant: str, workdir: Path, log: Path) -> list[str]:
     fixture_args = ["--tools", "echo", "--log", str(log)]
     if variant == "direct":
@@ -253,6 +242,7 @@ async def run(*, quick: bool) -> dict[str, Any]:
     added: list[float] = []  # sidecar minus direct latency of calls made one after the other (s)
     cpu: dict[str, float] = dict.fromkeys(variants, 0.0)  # the middle process's CPU-s in measured windows
     cpu_large: dict[str, list[float]] = {v: [0.0, 0.0, 0.0] for v in variants}  # host, middle, upstream CPU-s
+    cpu32: dict[str, list[float]] = {v: [0.0, 0.0, 0.0] for v in variants}  # the same, in c32 windows
     eras: dict[str, str] = {}
     logs: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -278,18 +268,20 @@ async def run(*, quick: bool) -> dict[str, Any]:
                         p50[variant].append(percentile(c1_latencies[variant], 0.5) * 1000)
                     added.extend(s - d for s, d in zip(c1_latencies["sidecar"], c1_latencies["direct"], strict=True))
                     for variant in variants:
-                        pid = pids[variant]
-                        cpu_before_c32 = cpu_sec(pid)
+                        before32 = path_cpu_sec(pids[variant])
                         cps32[variant].append(
                             await _measure_concurrent(hosts[variant], TOOL[variant], c32_calls, CONCURRENCY)
                         )
-                        cpu[variant] += cpu_sec(pid) - cpu_before_c32
+                        after32 = path_cpu_sec(pids[variant])
+                        for i, (a, b) in enumerate(zip(after32, before32, strict=True)):
+                            cpu32[variant][i] += a - b
+                        cpu[variant] += after32[1] - before32[1]
                         cps_large_windows[variant].append(
                             await _measure_large(hosts[variant], TOOL[variant], large_calls)
                         )
                     # The 1 MB figure: direct, sidecar and the floor take turns call by call (as at c1),
                     # FastMCP alone.
-                    before_large = {v: _path_cpu_sec(pids[v]) for v in variants}
+                    before_large = {v: path_cpu_sec(pids[v]) for v in variants}
                     large_times = await _measure_c1_interleaved(
                         {**{v: hosts[v] for v in PAIRED_C1}, FLOOR: floor_host}, large_calls, text=LARGE_TEXT
                     )
@@ -297,11 +289,11 @@ async def run(*, quick: bool) -> dict[str, Any]:
                     paired_floor.extend(d / f for f, d in zip(large_times[FLOOR], large_times["direct"], strict=True))
                     for variant in variants:
                         if variant not in PAIRED_C1:
-                            before_large[variant] = _path_cpu_sec(pids[variant])
+                            before_large[variant] = path_cpu_sec(pids[variant])
                             large_times.update(
                                 await _measure_c1_interleaved({variant: hosts[variant]}, large_calls, text=LARGE_TEXT)
                             )
-                        after_large = _path_cpu_sec(pids[variant])
+                        after_large = path_cpu_sec(pids[variant])
                         for i, (a, b) in enumerate(zip(after_large, before_large[variant], strict=True)):
                             # The host served the paired variants and the floor in one window: a third each.
                             shared = i == 0 and variant in PAIRED_C1
@@ -346,6 +338,11 @@ async def run(*, quick: bool) -> dict[str, Any]:
         v: dict(zip(("host", "middle", "upstream"), (round(x / per_large, 2) for x in t), strict=True))
         for v, t in cpu_large.items()
     }
+    per32 = rounds * c32_calls / 1e6
+    result["p2_c32_cpu_us_per_call"] = {
+        v: dict(zip(PATH_PARTS, (round(x / per32, 1) for x in cpu32[v]), strict=True)) for v in variants
+    }
+    result["p2_c32_ratio_cpu_bound"] = cpu_bound_ratio(result["p2_c32_cpu_us_per_call"])
     result["p2_fastmcp_version"] = fastmcp_version
     for variant in variants:
         print(
@@ -368,6 +365,10 @@ async def run(*, quick: bool) -> dict[str, Any]:
         f" {result['p2_ratio_floor_vs_direct_1mb_paired_median']}"
     )
     print(f"  CPU ms per 1 MB call (host, middle, upstream): {result['p2_1mb_cpu_ms_per_call']}")
+    print(
+        f"  CPU us per c32 call (host, middle, upstream): {result['p2_c32_cpu_us_per_call']};"
+        f" the c32 ratio they say: {result['p2_c32_ratio_cpu_bound']}"
+    )
     print(
         f"  added p50 latency at c1: {result['p2_added_latency_ms_p50_c1']} ms (target <= 0.3);"
         f" median of paired differences {result['p2_added_latency_ms_paired_median_c1']} ms"

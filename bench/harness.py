@@ -124,6 +124,16 @@ def cpu_sec(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS_PER_SEC
 
 
+def child_pids(pid: int) -> list[int]:
+    """The children of ``pid`` (a child belongs to the thread that forked it: every thread's list is read)."""
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+
+def path_cpu_sec(pid: int) -> tuple[float, float, float]:
+    """CPU seconds so far of the three processes on a variant's path: this host, ``pid``, and ``pid``'s children."""
+    return cpu_sec(os.getpid()), cpu_sec(pid), sum(cpu_sec(child) for child in child_pids(pid))
+
+
 def versions() -> dict[str, str]:
     """The versions a run measured: this Python and the packages on the call path."""
     return {

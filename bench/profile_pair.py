@@ -38,7 +38,7 @@ async def _main(pair_key: str, seconds: float, out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             async with AsyncExitStack() as stack:
-                hosts, pids = await open_pair(stack, pair, Path(tmp))
+                hosts, pids, _ = await open_pair(stack, pair, Path(tmp))
                 await sample_under_load(
                     hosts["sidecar"], TOOL["sidecar"], pids["sidecar"], seconds=seconds, out=out,
                     concurrency=CONCURRENCY,

@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from bench.call_measure import LARGE_TEXT, TOOL, _measure_c1_interleaved
-from bench.call_pairs import PAIRS, TODAY, measure_pair, table
-from bench.call_path import _child_pids
+from bench.call_pairs import PAIRS, TODAY, cpu_bound_ratio, measure_pair, table
+from bench.harness import child_pids
 from tests.sidecar import Host, scaled
 
 BOUND_SEC = scaled(10.0)
@@ -68,7 +68,7 @@ async def test_a_pair_is_measured_in_turns_at_c1_and_1mb_and_alone_at_c32_and_re
     hosts = {v: cast(Host, _Host(_Session(v, calls))) for v in ("direct", "sidecar")}
     with trio.fail_after(BOUND_SEC):
         figures = await measure_pair(
-            hosts, dict.fromkeys(hosts, os.getpid()), rounds=2, c1_calls=3, c32_calls=40, large_calls=2
+            hosts, dict.fromkeys(hosts, os.getpid()), {}, rounds=2, c1_calls=3, c32_calls=40, large_calls=2
         )
     assert sum(size == len(LARGE_TEXT) for _, _, size in calls) == 2 * 2 * 2
     assert len(calls) == 2 * (2 * 3 + 2 * 40 + 2 * 2)
@@ -80,13 +80,36 @@ async def test_a_pair_is_measured_in_turns_at_c1_and_1mb_and_alone_at_c32_and_re
         "1mb_ratio_paired_median",
     ):
         assert isinstance(figures[name], float), name
+    # The c32 windows' CPU of each path's three processes (here all this one process: the same reading thrice).
+    assert set(figures["c32_cpu_us_per_call"]) == {"direct", "sidecar"}
+    assert set(figures["c32_cpu_us_per_call"]["sidecar"]) == {"host", "middle", "upstream"}
+    assert set(figures["c32_ratio_cpu_bound"]) == {"all", "free middle"}
 
 
-def test_the_pair_table_has_a_row_per_pair_today_from_its_own_keys_and_a_failed_pair_says_so() -> None:
+def test_the_cpu_bound_ratio_is_direct_path_cpu_over_the_sidecars_with_and_without_its_own() -> None:
+    path = {
+        "direct": {"host": 300.0, "middle": 200.0, "upstream": 0.0},
+        "sidecar": {"host": 400.0, "middle": 100.0, "upstream": 200.0},
+    }
+    assert cpu_bound_ratio(path) == {"all": round(500 / 700, 3), "free middle": round(500 / 600, 3)}
+
+
+def test_the_pair_table_has_a_row_per_measured_pair_today_from_its_own_keys_and_a_failed_pair_says_so() -> None:
     rows = table({"p2_ratio_sidecar_vs_direct_c32": 0.5, "p2_h2026_u2025_error": "RuntimeError: boom"})
-    assert len(rows) == 2 + 1 + len(PAIRS)
     assert rows[2].startswith(f"| {TODAY.label} (today's keys) | 0.5 |")
     assert rows[3] == f"| {PAIRS[0].label} | failed | failed | failed | failed |"
+    assert not any(pair.label in row for pair in PAIRS[1:] for row in rows)  # not measured in this run: no row
+    assert rows[-1] == f"| {PAIRS[0].label} | failed | failed | failed | failed |"
+    path = {
+        "direct": {"host": 1.0, "middle": 2.0, "upstream": 0.0},
+        "sidecar": {"host": 1.0, "middle": 0.5, "upstream": 2.0},
+    }
+    measured = {
+        "p2_httpup_error": None,
+        "p2_httpup_c32_cpu_us_per_call": path,
+        "p2_httpup_c32_ratio_cpu_bound": cpu_bound_ratio(path),
+    }
+    assert table(measured)[-1] == "| stdio front x HTTP upstream | 1 + 2 | 1 + 0.5 + 2 | 0.857 | 1 |"
 
 
 @pytest.mark.e2e
@@ -107,7 +130,7 @@ def test_the_children_of_a_process_include_one_forked_from_another_of_its_live_t
         assert spawned.wait(BOUND_SEC)
         (child,) = started
         try:
-            assert child.pid in _child_pids(os.getpid())
+            assert child.pid in child_pids(os.getpid())
         finally:
             child.communicate(b"\n", timeout=BOUND_SEC)
     finally:
