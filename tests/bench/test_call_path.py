@@ -57,6 +57,7 @@ def test_p2_measures_every_era_pair_and_both_http_sides_with_direct_speaking_the
     eras = {(pair.host_mode, pair.upstream_legacy) for pair in (TODAY, *PAIRS) if pair.front == pair.upstream}
     assert eras == {("auto", False), ("auto", True), ("legacy", False), ("legacy", True)}
     assert {(pair.front, pair.upstream) for pair in PAIRS} == {("stdio", "stdio"), ("http", "stdio"), ("stdio", "http")}
+    assert {pair.host_mode for pair in PAIRS if pair.front == "http"} == {"auto", "legacy"}  # both hosts' eras
     assert len({pair.key for pair in (TODAY, *PAIRS)}) == len(PAIRS) + 1
     for pair in (TODAY, *PAIRS):
         assert pair.direct_mode == ("legacy" if pair.upstream_legacy else "auto")
