@@ -96,14 +96,22 @@ def connection_of(session: ServerSession) -> Connection:
 
 
 def request_context_on(
-    connection: Connection, method: str, request_id: RequestId, params: dict[str, Any] | None
+    connection: Connection,
+    method: str,
+    request_id: RequestId,
+    params: dict[str, Any] | None,
+    *,
+    outbound: Any = None,
 ) -> ServerRequestContext[Any]:
     """The context of a request ``connection``'s host sent that no SDK handler serves (the wire splice's).
 
-    Its session sends on the connection's own channel, which over stdio is the
-    host's wire: what the SDK's per-request session would send on.
+    Its session sends request-scoped messages on ``outbound`` (a ``DispatchContext``:
+    ``notify``, ``send_raw_request``, ``can_send_request``), by default the
+    connection's own channel, which over stdio is the host's wire: what the
+    SDK's per-request session would send on. Over HTTP, the request's own
+    response (``host.http_handshake_calls``).
     """
-    session = ServerSession(cast(Any, connection.outbound), connection)
+    session = ServerSession(cast(Any, connection.outbound if outbound is None else outbound), connection)
     return ServerRequestContext(
         session=session,
         lifespan_context=None,

@@ -23,10 +23,12 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    2026-era upstream names the host's log level, gets its log messages in wire
    order and its input rounds run in the sidecar; results take the host's
    era's shape. Over the HTTP front (its own answer, ``host.http_splice``):
-   a 2026-era host's call as above without trace context, to a 2026-era
-   stdio generation (a handshake-era one may ask its host something
-   mid-call), telemetry off; the POST's own conditions are
-   ``host.http_fast_calls``'s.
+   a call as above without trace context, telemetry off, to a stdio
+   generation of the host's era: a 2026-era host's to a 2026-era one (the
+   POST's own conditions are ``host.http_fast_calls``'s), a handshake-era
+   session's to a handshake-era one, whose questions mid-call are asked on
+   the call's own response (``host.http_handshake_calls``, with its
+   conditions on the POST and the session).
 2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
    a 2026-era host, over either front; ``params`` as for the splice, but
    ``_meta`` may hold anything but a progress token (a log level included);
@@ -40,7 +42,9 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    server too: ``host.http_fast_calls`` answers it (its own conditions on the
    POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
 3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
-   * a handshake-era host over HTTP: the SDK serves its era's shapes there;
+   * a handshake-era host over HTTP, but for the splice's row: the SDK
+     serves its era's shapes, and between eras its per-call log levels and
+     input rounds;
    * a progress token: the upstream's notices need a token of ours;
    * ``inputResponses`` or ``requestState``: an input round's retry;
    * an ``outputSchema``: the SDK validates structured content against it;
@@ -132,7 +136,10 @@ def path_of(
     if upstream is None:
         return "sdk"
     splice = upstream.splice
-    spliced_front = stdio_host or (http_answer and splice is not None and splice.modern and call.carrier is None)
+    # The HTTP front's own answer splices between like eras only (between eras, the SDK path does what differs).
+    spliced_front = stdio_host or (
+        http_answer and splice is not None and splice.modern != handshake_host and call.carrier is None
+    )
     if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"
     return "sdk" if handshake_host else "fast"

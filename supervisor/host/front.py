@@ -428,6 +428,10 @@ class Front:
         if not self._unanswered:
             self._idle.set()
 
+    def http_session(self, session_id: str) -> Connection | None:
+        """The initialized connection of a handshake-era HTTP host's session (``host.http_handshake_calls``)."""
+        return self._relay.legacy.of_session(session_id)
+
     @property
     def legacy_hosts(self) -> int:
         """How many handshake-era host connections are open (tests read it)."""

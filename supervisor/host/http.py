@@ -10,8 +10,9 @@ has no session to hang it on.
 session) and the front's HTTP/1.1 server (``ops.http1_server``) serving
 ``HttpGuard(by path → manager)`` on the configured port (``0``: one the OS picks; ``urls`` and the
 ``listening`` log line say which). In front of each manager, the Front's own
-answer to a 2026 host's plain ``tools/call`` (``host.http_fast_calls``) takes
-the calls it can, and passes the rest on. The guard does rebinding protection,
+answer to a plain ``tools/call`` (a 2026 host's: ``host.http_fast_calls``; a
+handshake-era session's: ``host.http_handshake_calls``) takes the calls it
+can, and passes the rest on. The guard does rebinding protection,
 bearer auth with view-bound tokens (a token opens only its views' paths: 403
 on any other), and the declared-size check (``ops.http``); each manager
 applies the same body limit to streamed bodies and the SDK's own Host/Origin
@@ -92,7 +93,10 @@ class HttpHostLink:
         }
         self.fast_calls = {
             path: HttpFastCalls(
-                self._fronts[view], StreamableHTTPASGIApp(self._managers[path]), settings.max_request_body_bytes
+                self._fronts[view],
+                StreamableHTTPASGIApp(self._managers[path]),
+                settings.max_request_body_bytes,
+                self._managers[path],
             )
             for view, path in ((view, view_path(view)) for view in self._fronts)
         }

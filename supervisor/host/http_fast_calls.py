@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 from mcp.server.runner import modern_error_data
-from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundModernRoute,
@@ -59,32 +58,24 @@ from mcp.shared.inbound import (
 )
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from starlette.requests import Request
 
 from supervisor.compat.sdk import modern_request_context
 from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
-from supervisor.host.http_splice import HttpAnswer, HttpSplice
+from supervisor.host.http_answers import PING_SEC, PostAnswer, PostHeaders, post_headers
+from supervisor.host.http_handshake_calls import HandshakeCalls, handshake_session
+from supervisor.host.http_splice import HttpAnswer, HttpSplice, wait_for_answer
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from supervisor.host.front import Front
 
-PING_SEC: Final = 15.0
-"""A silent call's keepalive interval once it committed to an event stream (the SDK's ``_SSE_PING_INTERVAL``)."""
 MAX_SCHEMAS: Final = 4096
 """Tool schemas whose ``x-mcp-header`` verdict is kept (a catalog's worth)."""
 
-_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
-_SSE_HEADERS: Final = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"x-accel-buffering", b"no"),
-]
-_PING: Final = {"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True}
 _TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
 """What ``_meta`` may hold: the envelope, and a log level (the call's log messages ride its own response)."""
 
@@ -96,20 +87,37 @@ Run = Callable[[Notify], Awaitable[dict[str, Any]]]
 class HttpFastCalls:
     """ASGI app in front of one view's SDK app (``sdk``): takes the calls above, passes on the rest."""
 
-    def __init__(self, front: Front, sdk: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        front: Front,
+        sdk: ASGIApp,
+        max_body_bytes: int,
+        manager: StreamableHTTPSessionManager | None = None,
+    ) -> None:
         self._front = front
         self._sdk = sdk
         self._max_body_bytes = max_body_bytes
         self._declares_headers: dict[int, tuple[Any, bool]] = {}
         self._splice = HttpSplice(front)
+        self.handshake = HandshakeCalls(front, manager) if manager is not None else None
+        """The answer to handshake-era sessions' plain calls (``host.http_handshake_calls``); None: the SDK's."""
         self.taken: Counter[str] = Counter()
-        """How many POSTs took each way: ``"splice"`` or ``"fast"`` (answered here), or ``"sdk"`` (passed on)."""
+        """How many POSTs took each way: ``"splice"`` or ``"fast"`` (answered here), or ``"sdk"`` (passed on);
+        of handshake-era sessions', ``"handshake splice"``, ``"handshake reply"`` or ``"handshake cancel"``."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST" or TELEMETRY.on or not _wanted(scope):
+        headers = post_headers(scope) if scope["method"] == "POST" and not TELEMETRY.on else None
+        if headers is not None and _modern_call(headers):
+            await self._modern_post(scope, receive, send)
+        elif headers is not None and self.handshake is not None and handshake_session(headers):
+            assert headers.session_id is not None
+            await self._handshake_post(headers.session_id, scope, receive, send)
+        else:
             self.taken["sdk"] += 1
             await self._sdk(scope, receive, send)
-            return
+
+    async def _modern_post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A 2026 ``tools/call`` POST by its headers: answered here if ``_take`` takes it, else by the SDK's app."""
         body, read = await _read_body(receive, self._max_body_bytes)
         taken = self._take(scope, body) if body is not None else None
         if taken is None:
@@ -121,6 +129,19 @@ class HttpFastCalls:
             await _answer_spliced(self._splice, how, receive, send)
         else:
             await _answer(request_id, how, receive, send)
+
+    async def _handshake_post(self, session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """A handshake-era session's POST: answered by ``HandshakeCalls`` if it takes it, else by the SDK's app."""
+        assert self.handshake is not None
+        body, read = await _read_body(receive, self._max_body_bytes)
+        taken = self.handshake.take(session_id, scope, body, send) if body is not None else None
+        if taken is None:
+            self.taken["sdk"] += 1
+            await self._sdk(scope, _replaying(read, receive), send)
+            return
+        kind, serve = taken
+        self.taken[f"handshake {kind}"] += 1
+        await serve(receive, send)
 
     def _take(self, scope: Scope, body: bytes) -> tuple[Any, Run | HttpAnswer] | None:
         """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here.
@@ -179,24 +200,14 @@ class HttpFastCalls:
         return declares
 
 
-def _wanted(scope: Scope) -> bool:
-    """The header checks of the module docstring, on the raw ASGI headers (lower-case names)."""
-    version = method = content_type = None
-    for name, value in scope["headers"]:
-        if name == b"mcp-protocol-version":
-            version = value
-        elif name == b"mcp-method":
-            method = value
-        elif name == b"content-type":
-            content_type = value
-        elif name == b"mcp-session-id" or name.startswith(b"mcp-param-"):
-            return False
-    if method != b"tools/call" or version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
-        return False
-    if content_type is None or not content_type.lower().startswith(b"application/json"):
-        return False
-    has_json, has_sse = check_accept_headers(Request(scope))  # the SDK's rule, wildcards and all
-    return has_json and has_sse
+def _modern_call(headers: PostHeaders) -> bool:
+    """The header checks of the module docstring (JSON and an ``Accept`` of both: ``post_headers``)."""
+    return (
+        headers.method == b"tools/call"
+        and headers.version in MODERN_PROTOCOL_VERSIONS
+        and headers.session_id is None
+        and not headers.mcp_params
+    )
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, list[Message]]:
@@ -233,9 +244,9 @@ def _replaying(read: list[Message], receive: Receive) -> Receive:
 async def _answer(request_id: Any, run: Run, receive: Receive, send: Send) -> None:
     """Run the call, cancelled if the host hangs up, and write its answer (an event stream once it sent notices
     or went silent)."""
-    stream = _Stream(send)
+    stream = PostAnswer(send)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(stream.watch, receive, nursery.cancel_scope)
+        nursery.start_soon(_watch, stream, receive, nursery.cancel_scope)
         try:
             result = await run(stream.notice)
             body, status = to_json({"jsonrpc": "2.0", "id": request_id, "result": result}), 200
@@ -247,79 +258,20 @@ async def _answer(request_id: Any, run: Run, receive: Receive, send: Send) -> No
         nursery.cancel_scope.cancel()
 
 
-async def _answer_spliced(splice: HttpSplice, answer: HttpAnswer, receive: Receive, send: Send) -> None:
-    """Write a spliced call's answer once it comes, in the POST's own task (no watcher: one task per call).
-
-    The task reads for the host's hang-up, and the answer's hand-over cancels
-    that read (``HttpAnswer.waiter``); a hang-up, or this task's cancellation,
-    abandons the call upstream. Silent for ``PING_SEC``: a ping, as ``_Stream.watch``.
-    """
-    stream = _Stream(send)
-    try:
-        while not answer.ready:
-            with trio.move_on_after(PING_SEC) as silent, trio.CancelScope() as answer.waiter:
-                if (await receive())["type"] == "http.disconnect":
-                    splice.abandon(answer)
-                    return
-            answer.waiter = None
-            if silent.cancelled_caught and not answer.ready:
-                await stream.ping()
-    except BaseException:
-        splice.abandon(answer)  # a no-op once answered
-        raise
-    await stream.answer(answer.body, answer.status)
-
-
-class _Stream:
-    """One POST's response: JSON, or once the call was silent for ``PING_SEC``, an event stream with pings."""
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self._lock = trio.Lock()
-        self._events = False
-
-    async def watch(self, receive: Receive, call: trio.CancelScope) -> None:
-        """Cancel ``call`` when the host hangs up; ping while it is silent. Cancelled once it is answered."""
-        while True:
-            with trio.move_on_after(PING_SEC):
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    call.cancel()
-                    return
-                continue
-            await self.ping()
-
-    async def ping(self) -> None:
-        """A keepalive comment on the event stream (which the response becomes, if not yet)."""
-        async with self._lock:
-            await self._as_events()
-            await self._send(_PING)
-
-    async def _as_events(self) -> None:
-        """Commit the response to ``text/event-stream``, once (under the lock)."""
-        if not self._events:
-            self._events = True
-            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-
-    async def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
-        """One of the call's notices (its log messages): the response becomes an event stream, if not yet."""
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        async with self._lock:
-            await self._as_events()
-            await self._send({"type": "http.response.body", "body": _event(to_json(message)), "more_body": True})
-
-    async def answer(self, body: bytes, status: int) -> None:
-        async with self._lock:
-            if self._events:
-                await self._send({"type": "http.response.body", "body": _event(body), "more_body": False})
+async def _watch(stream: PostAnswer, receive: Receive, call: trio.CancelScope) -> None:
+    """Cancel ``call`` when the host hangs up; ping while it is silent. Cancelled once it is answered."""
+    while True:
+        with trio.move_on_after(PING_SEC):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                call.cancel()
                 return
-            headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-            await self._send({"type": "http.response.start", "status": status, "headers": headers})
-            await self._send({"type": "http.response.body", "body": body, "more_body": False})
+            continue
+        await stream.ping()
 
 
-def _event(message: bytes) -> bytes:
-    """One JSON-RPC message as one ``event: message`` of the stream."""
-    return b"event: message\r\ndata: " + message + b"\r\n\r\n"
+async def _answer_spliced(splice: HttpSplice, answer: HttpAnswer, receive: Receive, send: Send) -> None:
+    """Write a spliced call's answer once it comes; a hang-up abandons it upstream (the 2026 wire's cancel)."""
+    answer.stream = stream = PostAnswer(send)
+    if await wait_for_answer(splice, answer, receive):
+        await stream.answer(answer.body, answer.status)

@@ -1,55 +1,73 @@
-"""The wire splice's HTTP half: an HTTP front's plain 2026 ``tools/call`` to a 2026-era stdio upstream (issue 29).
+"""The wire splice's HTTP half: an HTTP front's plain ``tools/call`` to a stdio upstream of its era (issue 29).
 
-``host.http_fast_calls`` answers a plain call of a 2026-era host itself; when
-``host.call_paths`` says ``"splice"`` for it (its ``_meta`` the envelope only,
-a 2026-era stdio upstream whose splice is ready), the call skips the SDK's
-client as well: ``HttpSplice.submit`` hands it to the generation's splice
+The HTTP front answers some plain calls itself: a 2026-era host's
+(``host.http_fast_calls``) and a handshake-era session's
+(``host.http_handshake_calls``). When ``host.call_paths`` says ``"splice"``
+for one (no trace context; the upstream a stdio generation of the host's
+era whose splice is ready), the call skips the SDK's client as well:
+``HttpSplice.submit`` hands it to the generation's splice
 (``upstream.splice.UpstreamSplice``), which writes the request line with our id
-and envelope and recognises the answer in the upstream's stdout pump, before
-anything parses it as a message; the answer is handed here and becomes the
-POST's body as it is (a large one too). What the call keeps, with the texts of
-the general path (the splice's own list, ``host.splice``):
+(and to a 2026-era upstream our envelope) and recognises the answer in the
+upstream's stdout pump, before anything parses it as a message; the answer is
+handed here and becomes the POST's body as it is (a large one too). What the
+call keeps, with the texts of the general path (the splice's own list,
+``host.splice``):
 
 * ``tool_timeout_sec`` (the splice's deadline task), with its courtesy
   ``notifications/cancelled`` upstream;
-* the host hanging up (the POST's ``http.disconnect``) abandons the call
-  upstream, with the same courtesy cancel, and answers nothing;
+* cancellation, each era's way: a 2026-era host hanging up (the POST's
+  ``http.disconnect``) abandons the call upstream, with the same courtesy
+  cancel, and answers nothing; a handshake-era host cancels by notice
+  (``cancel``: the SDK's ``REQUEST_CANCELLED`` answer), and its hanging up
+  leaves the call running with its answer going nowhere, as on the SDK's
+  transport (``forsake``);
 * a dead transport answers with ``UpstreamUnavailable``'s text, an invalid
   result with ``UpstreamProtocolError``'s; a JSON-RPC error passes through
-  with the SDK's HTTP status for its code, -32602 first triggering the
-  unknown-tool heal (I8);
+  (to a 2026-era host with the SDK's HTTP status for its code), -32602 first
+  triggering the unknown-tool heal (I8);
 * metrics and the rate-limited failure warning (``Front.note_call``);
-* the result stamped with our ``serverInfo`` (``host.fast_path.restamp``).
+* the result in the host's era's shape: a 2026-era host's stamped with our
+  ``serverInfo`` (``host.fast_path.restamp``), a handshake-era host's as the
+  upstream sent it (``host.splice_rounds.handshake_shaped``);
+* a handshake-era upstream's requests to its host mid-call (sampling,
+  elicitation, roots): the call is counted in flight on its server, and
+  ``adopt`` asks them on the call's own response (the answer's ``Asker``).
 
-Which calls never come here, and why: a handshake-era upstream may ask its host
-something mid-call (the SDK path's exchanges carry that), a log level or a
-progress token asks for notices on the call's own stream (the fast path
-carries those), and trace context wants spans (telemetry on: the SDK path).
+Which calls never come here, and why: between eras the SDK path does what
+the eras' differences need (input rounds, per-call log levels), a log level
+or a progress token of a 2026-era host asks for notices on the call's own
+stream (the fast path carries those), and trace context wants spans
+(telemetry on: the SDK path).
 
-Concurrency: ``submit``, ``abandon`` and the answer's hand-over are
+Concurrency: ``submit``, ``abandon``, ``cancel`` and the answer's hand-over are
 synchronous. The POST's task is the only one of its call on this side: it
-waits in a read for the host's hang-up (``host.http_fast_calls``), and the
+waits in a read for the host's hang-up (``wait_for_answer``), and the
 upstream's stdout pump, its deadline task or its transport's watcher hands the
 answer over by cancelling that read (``_settle``: no await between taking the
 call out of the table, filling the answer and cancelling). A call is answered
-once: by whichever of the answer, the timeout, the transport's loss or the
-host's hang-up takes it out of ``_waiting`` first.
+once: by whichever of the answer, the timeout, the transport's loss, the
+host's cancel or hang-up takes it out of ``_waiting`` first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 from supervisor.calls.splice import SplicedCall
 from supervisor.host.fast_path import restamp
+from supervisor.host.http_answers import PING_SEC, PostAnswer
+from supervisor.host.splice_rounds import handshake_shaped
 from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
+    from starlette.types import Receive
+
     from supervisor.calls.attribution import HostCall
     from supervisor.calls.results import CallOutcome
     from supervisor.catalog.registry import RegisteredTool
@@ -57,6 +75,14 @@ if TYPE_CHECKING:
     from supervisor.server_actor import ServerActor
     from supervisor.wire.large import Pieces
     from supervisor.wire.pipes import DirectWrite
+
+
+class Asker(Protocol):
+    """A handshake-era call's server→host requests, asked on its own response (``host.http_handshake_calls``)."""
+
+    def host_call(self, call: SplicedCall) -> HostCall | None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -71,44 +97,91 @@ class HttpAnswer:
     status: int = 200
     ready: bool = False
     waiter: trio.CancelScope | None = None
+    stream: PostAnswer | None = None
+    """The POST's response, set by its task before it waits (pings; a handshake-era call's messages before it)."""
+    asker: Asker | None = None
+    """A handshake-era call's: its upstream's requests to the host, asked on ``stream``."""
 
 
 class HttpSplice:
-    """One view's HTTP front end of the splice (``calls.splice.SpliceHost``): its calls in flight, each to its POST."""
+    """One view's HTTP front end of the splice (``calls.splice.SpliceHost``) for one host era: calls in flight.
 
-    def __init__(self, front: Front) -> None:
+    ``handshake``: for handshake-era sessions' calls to handshake-era upstreams
+    (``host.http_handshake_calls``); else 2026-era hosts' to 2026-era upstreams.
+    """
+
+    def __init__(self, front: Front, *, handshake: bool = False) -> None:
         self._front = front
+        self.handshake = handshake
         self._waiting: dict[SplicedCall, HttpAnswer] = {}
         self._stamp: dict[str, Any] | None = None
 
+    @property
+    def in_flight(self) -> int:
+        """How many calls wait for their answer here."""
+        return len(self._waiting)
+
     def submit(
-        self, host_id: str | int, tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None, meta: Any
+        self,
+        host_id: str | int,
+        tool: RegisteredTool,
+        actor: ServerActor,
+        arguments: dict[str, Any] | None,
+        meta: Any,
+        *,
+        asker: Asker | None = None,
     ) -> HttpAnswer | None:
         """Send the call upstream now (no wait); its answer to come, or None: the splice cannot queue it at once
-        (the fast path takes it).
+        (the fast path or the SDK's takes it).
 
-        ``meta``: the host's ``_meta`` (its envelope), whose client capabilities are declared upstream (issue 30).
+        ``meta``: a 2026-era host's ``_meta`` (its envelope), whose client capabilities are declared upstream
+        (issue 30). ``asker``: a handshake-era call's way to its host, for its upstream's questions (``adopt``).
         """
         upstream = actor.ready_upstream
         splice = upstream.splice if upstream is not None else None
-        if splice is None or not splice.ready or not splice.modern:
+        if splice is None or not splice.ready or splice.modern == self.handshake:
             return None
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
-        answer = self._waiting[call] = HttpAnswer(call)
-        capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+        answer = self._waiting[call] = HttpAnswer(call, asker=asker)
+        capabilities = None
+        if not self.handshake and isinstance(meta, dict):
+            capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
         if not splice.submit(call, tool.raw_name, tool.upstream_arguments(arguments), capabilities=capabilities):
             del self._waiting[call]
             return None
+        if self.handshake:  # its upstream may ask its host something meanwhile: in flight for attribution
+            self._front.calls.spliced(tool.owner, call)
+            call.counted = True
         return answer
 
     def abandon(self, answer: HttpAnswer) -> None:
-        """The host hung up (or its POST was cancelled) before the answer: abandon the call upstream, answer never."""
+        """The call ends unanswered (a 2026 host hung up, its POST was cancelled): abandon it upstream."""
         call = answer.call
         if self._waiting.pop(call, None) is not None:
             if call.upstream is not None:
                 call.upstream.abandon(call, "the host cancelled the request")
-            self._finish(call, "cancelled")
+            self._finish(answer, "cancelled")
+
+    def forsake(self, answer: HttpAnswer) -> None:
+        """A handshake-era host hung up: the call goes on (the era's rule: no cancel), its answer goes nowhere."""
+        answer.stream = None
+        if answer.asker is not None:
+            answer.asker.close()  # its questions have nowhere to go either
+
+    def cancel(self, answer: HttpAnswer) -> bool:
+        """A handshake-era host cancelled the call: abandon it upstream, answer it ``REQUEST_CANCELLED`` (the SDK's).
+
+        False: it was answered already.
+        """
+        call = answer.call
+        if self._waiting.get(call) is not answer:
+            return False
+        if call.upstream is not None:
+            call.upstream.abandon(call, "the host cancelled the request")
+        error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
+        self._settle(call, "cancelled", to_json({"jsonrpc": "2.0", "id": call.host_id, "error": error}), 200)
+        return True
 
     # -- calls.splice.SpliceHost --------------------------------------------------------
 
@@ -119,13 +192,17 @@ class HttpSplice:
         """Nothing is batched on this side: each answer is its own POST's body."""
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
+        if self.handshake:
+            return handshake_shaped(result)  # a handshake-era upstream's result as it came
         if self._stamp is None:
             self._stamp = self._front.server.server_info_stamp
         return restamp(result, self._stamp)  # edited in place: the result is encoded at once and dropped
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         code = message["error"].get("code") if "error" in message else None
-        status = ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
+        status = 200
+        if isinstance(code, int) and not self.handshake:  # a handshake-era session's errors are 200s
+            status = ERROR_CODE_HTTP_STATUS.get(code, 200)
         self._settle(call, outcome, to_json(message), status)
 
     async def answer_line(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
@@ -144,7 +221,9 @@ class HttpSplice:
         return False  # no call here named a log level: an upstream's log message is the session's
 
     def adopt(self, call: SplicedCall) -> HostCall | None:
-        return None  # a 2026-era upstream asks nothing mid-call (it answers with an input round instead)
+        """A handshake-era upstream's request mid-call: asked on the call's own response; None: it cannot be."""
+        answer = self._waiting.get(call)
+        return answer.asker.host_call(call) if answer is not None and answer.asker is not None else None
 
     def _settle(self, call: SplicedCall, outcome: CallOutcome, body: bytes, status: int) -> None:
         answer = self._waiting.pop(call, None)
@@ -153,7 +232,39 @@ class HttpSplice:
         answer.body, answer.status, answer.ready = body, status, True
         if answer.waiter is not None:
             answer.waiter.cancel()  # the POST's read for a hang-up: it writes the answer now
-        self._finish(call, outcome)
+        self._finish(answer, outcome)
 
-    def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
+    def _finish(self, answer: HttpAnswer, outcome: CallOutcome) -> None:
+        call = answer.call
+        if call.counted:
+            self._front.calls.unspliced(call.tool.owner, call)
+        if answer.asker is not None:
+            answer.asker.close()  # a question still waiting for the host fails: the call is over
         self._front.note_call(call.tool, outcome, trio.current_time() - call.started)
+
+
+async def wait_for_answer(splice: HttpSplice, answer: HttpAnswer, receive: Receive) -> bool:
+    """Wait in the POST's own task for ``answer`` (no watcher: one task per call); False: the host hung up first.
+
+    The task reads for the host's hang-up, and the answer's hand-over cancels
+    that read (``HttpAnswer.waiter``). A hang-up abandons a 2026-era call
+    upstream (the 2026 wire's cancel) and forsakes a handshake-era one (its
+    era cancels by notice only); this task's cancellation abandons either.
+    Silent for ``PING_SEC``: a ping on ``answer.stream``.
+    """
+    try:
+        while not answer.ready:
+            with trio.move_on_after(PING_SEC) as silent, trio.CancelScope() as answer.waiter:
+                if (await receive())["type"] == "http.disconnect":
+                    if splice.handshake:
+                        splice.forsake(answer)
+                    else:
+                        splice.abandon(answer)
+                    return False
+            answer.waiter = None
+            if silent.cancelled_caught and not answer.ready and answer.stream is not None:
+                await answer.stream.ping()
+    except BaseException:
+        splice.abandon(answer)  # a no-op once answered
+        raise
+    return True

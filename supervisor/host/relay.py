@@ -71,6 +71,7 @@ class LegacyHosts:
     def __init__(self, on_levels_changed: Callable[[], None]) -> None:
         self._levels: dict[Connection, LoggingLevel | None] = {}
         self._views: dict[Connection, CatalogView | None] = {}
+        self._by_session: dict[str, Connection] = {}
         self._on_levels_changed = on_levels_changed
         self._on_leave: list[Callable[[Connection], None]] = []
 
@@ -82,11 +83,15 @@ class LegacyHosts:
         if connection not in self._levels:
             self._levels[connection] = None
             self._views[connection] = view
+            if connection.session_id is not None:  # an HTTP host's session
+                self._by_session[connection.session_id] = connection
             connection.exit_stack.callback(self._forget, connection)
 
     def _forget(self, connection: Connection) -> None:
         had_level = self._levels.pop(connection, None) is not None
         self._views.pop(connection, None)
+        if connection.session_id is not None:
+            self._by_session.pop(connection.session_id, None)
         for callback in self._on_leave:
             callback(connection)
         if had_level:
@@ -107,6 +112,11 @@ class LegacyHosts:
 
     def level_of(self, connection: Connection) -> LoggingLevel | None:
         return self._levels.get(connection)
+
+    def of_session(self, session_id: str) -> Connection | None:
+        """The initialized connection of an HTTP host's session ``session_id`` (None: no such session, or not yet)."""
+        connection = self._by_session.get(session_id)
+        return connection if connection is not None and connection.initialized.is_set() else None
 
     def most_verbose_level(self) -> LoggingLevel | None:
         """The most verbose level any host set (None if none did)."""

@@ -27,7 +27,8 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
 )
 
-from supervisor.host.http_fast_calls import PING_SEC, HttpFastCalls
+from supervisor.host.http_answers import PING_SEC
+from supervisor.host.http_fast_calls import HttpFastCalls
 
 MODERN: Final = "2026-07-28"
 ENVELOPE: Final = {

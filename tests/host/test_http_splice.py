@@ -11,7 +11,7 @@ stdio servers cross it (``test_http_front.py``, ``test_fidelity.py``, chaos).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any, Final
 
@@ -23,7 +23,8 @@ from mcp import MCPError
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import INVALID_PARAMS, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
-from supervisor.host.http_fast_calls import PING_SEC, HttpFastCalls
+from supervisor.host.http_answers import PING_SEC
+from supervisor.host.http_fast_calls import HttpFastCalls
 from supervisor.upstream.splice import UpstreamSplice
 from tests.host.test_http_fast_calls import BODY, HEADERS, LIMIT, _FakeSdk
 
@@ -56,21 +57,6 @@ class _Upstream:
         claimed = self.splice.claim(json.dumps(message).encode())
         assert claimed is not None, "not an answer to a spliced call"
         await self.splice.deliver(*claimed)
-
-
-@pytest.fixture
-def make_upstream() -> Iterator[Callable[..., _Upstream]]:
-    """Makes ``_Upstream``s, and closes their stdin queues at the end of the test."""
-    made: list[_Upstream] = []
-
-    def make(timeout_sec: float = 60.0, *, modern: bool = True) -> _Upstream:
-        made.append(_Upstream(timeout_sec, modern=modern))
-        return made[-1]
-
-    yield make
-    for upstream in made:
-        upstream.stdin.close()
-        upstream.reads.close()
 
 
 class _Front:

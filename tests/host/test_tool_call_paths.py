@@ -83,6 +83,13 @@ DECISIONS = [
     ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation()), "fast"),
     ("handshake", "http", BARE, _routed(_generation()), "sdk"),
+    ("handshake", "http answer", BARE, _routed(_generation(modern=False)), "splice"),
+    ("handshake", "http answer", BARE, _routed(_generation()), "sdk"),
+    ("handshake", "http answer", BARE, _routed(_generation(stdio=False)), "sdk"),
+    ("handshake", "http answer", BARE, _routed(_generation(modern=False, ready=False)), "sdk"),
+    ("handshake", "http answer", {**BARE, "_meta": {"traceparent": TRACEPARENT}},
+     _routed(_generation(modern=False)), "sdk"),
+    ("handshake", "http answer", {**BARE, "_meta": {"progressToken": 1}}, _routed(_generation(modern=False)), "sdk"),
     ("handshake", "stdio", BARE, _routed(_generation(stdio=False)), "sdk"),
     ("handshake", "stdio", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation()), "sdk"),
@@ -107,7 +114,7 @@ def test_the_one_decision_names_the_path_of_every_call_for_every_era_pair_front_
 ) -> None:
     handshake = era == "handshake"
     plain = plain_call(params, handshake_host=handshake)
-    http_answer = front == "http answer"  # the HTTP front's own answer (``host.http_fast_calls``)
+    http_answer = front == "http answer"  # the HTTP front's own (``host.http_fast_calls``, ``http_handshake_calls``)
     assert (
         path_of(plain, routed, stdio_host=front == "stdio", handshake_host=handshake, http_answer=http_answer) == path
     )

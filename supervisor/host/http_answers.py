@@ -1,0 +1,132 @@
+"""One POST as the HTTP front's own answers read and write it: its headers, and its response.
+
+``post_headers`` reads the headers the front's own answers decide on, in one
+pass. ``PostAnswer`` writes the response: JSON, or an event stream once it must be one.
+
+A call answered by the front itself (``host.http_fast_calls``,
+``host.http_handshake_calls``) starts as a plain ``application/json``
+response. It becomes ``text/event-stream`` at the first message that must go
+before the answer (a 2026 call's log message, a handshake-era call's
+server→host request) or once the call has been silent for ``PING_SEC``, when
+keepalive comments begin so that a proxy's idle timeout cannot cut it, as the
+SDK does (``_SSE_PING_INTERVAL``); the answer is then the stream's last event.
+
+Concurrency: the POST's own task and any task writing a message for its call
+(a watcher, an upstream's request handler) share one lock around ``send``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+from mcp.server.streamable_http import check_accept_headers
+from starlette.requests import Request
+
+from supervisor.wire.codec import to_json
+
+if TYPE_CHECKING:
+    from starlette.types import Scope, Send
+
+PING_SEC: Final = 15.0
+"""A silent call's keepalive interval once it committed to an event stream (the SDK's ``_SSE_PING_INTERVAL``)."""
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+_PING: Final = {"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True}
+
+
+@dataclass(slots=True)
+class PostHeaders:
+    """The MCP headers of a POST the front may answer itself (``post_headers``)."""
+
+    version: str | None
+    """``MCP-Protocol-Version`` (None: absent)."""
+    method: bytes | None
+    """``Mcp-Method`` (the 2026 routing header; None: absent)."""
+    session_id: str | None
+    """``Mcp-Session-Id`` (a handshake-era session's; None: absent)."""
+    mcp_params: bool
+    """Whether any ``Mcp-Param-*`` header came (the SDK checks those against the tool's schema)."""
+
+
+def post_headers(scope: Scope) -> PostHeaders | None:
+    """What a POST's raw ASGI headers (lower-case names) say, if it has JSON content and an ``Accept`` of both
+    JSON and event streams (the SDK's rule, wildcards and all); None: only the SDK's app answers it."""
+    version = method = session_id = content_type = None
+    mcp_params = False
+    for name, value in scope["headers"]:
+        if name == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+        elif name == b"mcp-method":
+            method = value
+        elif name == b"content-type":
+            content_type = value
+        elif name == b"mcp-session-id":
+            session_id = value.decode("latin-1")
+        elif name.startswith(b"mcp-param-"):
+            mcp_params = True
+    if content_type is None or not content_type.lower().startswith(b"application/json"):
+        return None
+    has_json, has_sse = check_accept_headers(Request(scope))
+    return PostHeaders(version, method, session_id, mcp_params) if has_json and has_sse else None
+
+
+class PostAnswer:
+    """One POST's response: JSON, or once it carried a message or was silent for ``PING_SEC``, an event stream.
+
+    ``headers``: sent with either (a handshake-era session's ``Mcp-Session-Id``).
+    """
+
+    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        self._send = send
+        self._headers = headers or []
+        self._lock = trio.Lock()
+        self._events = False
+
+    async def ping(self) -> None:
+        """A keepalive comment on the event stream (which the response becomes, if not yet)."""
+        async with self._lock:
+            await self._as_events()
+            await self._send(_PING)
+
+    async def _as_events(self) -> None:
+        """Commit the response to ``text/event-stream``, once (under the lock)."""
+        if not self._events:
+            self._events = True
+            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + self._headers})
+
+    async def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """A notice of the call (a log message): the response becomes an event stream, if not yet."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.message(message)
+
+    async def message(self, message: Mapping[str, Any]) -> None:
+        """One JSON-RPC message before the answer (a notice, a request to the host), as an event."""
+        async with self._lock:
+            await self._as_events()
+            await self._send({"type": "http.response.body", "body": event(to_json(message)), "more_body": True})
+
+    async def answer(self, body: bytes, status: int) -> None:
+        """The call's answer (one JSON-RPC message): the JSON body, or the stream's last event."""
+        async with self._lock:
+            if self._events:
+                await self._send({"type": "http.response.body", "body": event(body), "more_body": False})
+                return
+            headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *self._headers]
+            await self._send({"type": "http.response.start", "status": status, "headers": headers})
+            await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def event(message: bytes) -> bytes:
+    """One JSON-RPC message as one ``event: message`` of the stream."""
+    return b"event: message\r\ndata: " + message + b"\r\n\r\n"

@@ -1,0 +1,343 @@
+"""A handshake-era session's plain call on the splice's HTTP half (``host.http_handshake_calls``), in-process.
+
+Through ``HttpFastCalls`` over raw ASGI, with a real session of a real SDK
+session manager (opened by an ``initialize`` POST, as in
+``tests/compat/test_sdk_sessions.py``) and a real handshake-era
+``UpstreamSplice`` whose stdin the test reads and whose stdout pump it plays
+(``test_http_splice._Upstream``). End to end, with a real host and server:
+``test_http_handshake_calls.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import pytest
+import trio
+import trio.testing
+from mcp import MCPError
+from mcp.server import Server
+from mcp.server.connection import Connection
+from mcp.server.streamable_http import REQUEST_CANCELLED
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, SERVER_INFO_META_KEY
+
+from supervisor.calls.attribution import CallTracker
+from supervisor.host.http_fast_calls import HttpFastCalls
+from supervisor.host.http_handshake_calls import ASK_ID_PREFIX
+from tests.compat.test_sdk_sessions import _initialize
+from tests.host.test_http_fast_calls import LIMIT, _FakeSdk
+from tests.host.test_http_splice import _Front, _Upstream
+
+HANDSHAKE: Final = "2025-11-25"
+BOUND_SEC: Final = 5
+
+
+class _HandshakeFront(_Front):
+    """``_Front`` with what a handshake-era session's call reads of a Front: its session and its calls in flight."""
+
+    def __init__(self, upstream: _Upstream, session_id: str, *, initialized: bool = True) -> None:
+        super().__init__(upstream)
+        self.calls = CallTracker()
+        self.connection = Connection(None, protocol_version=HANDSHAKE, session_id=session_id)  # type: ignore[arg-type]
+        self._session_id = session_id
+        self._initialized = initialized
+
+    def http_session(self, session_id: str) -> Connection | None:
+        return self.connection if self._initialized and session_id == self._session_id else None
+
+    def connection_log_level(self, connection: Connection) -> None:
+        return None
+
+
+class _Host:
+    """A handshake-era host on one session: POSTs to the app, each in its own task, and what each got back."""
+
+    def __init__(self, app: HttpFastCalls, session_id: str, nursery: trio.Nursery) -> None:
+        self.app = app
+        self.session_id = session_id
+        self._nursery = nursery
+
+    def headers(self, **changes: str) -> list[tuple[bytes, bytes]]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": HANDSHAKE,
+            "mcp-session-id": self.session_id,
+            **changes,
+        }
+        return [(k.encode(), v.encode()) for k, v in headers.items()]
+
+    async def post(
+        self,
+        message: dict[str, Any],
+        *,
+        hang_up: trio.Event | None = None,
+        watch: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """POST ``message``; what the app sent back (the host stays until the answer, or hangs up at ``hang_up``)."""
+        scope = {"type": "http", "method": "POST", "headers": self.headers(**(headers or {}))}
+        incoming = [{"type": "http.request", "body": json.dumps(message).encode(), "more_body": False}]
+        answered = trio.Event()
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if incoming:
+                return incoming.pop(0)
+            await (answered if hang_up is None else hang_up).wait()
+            return {"type": "http.disconnect"}
+
+        async def send(reply: dict[str, Any]) -> None:
+            sent.append(reply)
+            if watch is not None:
+                watch(reply)
+            if not reply.get("more_body", True):
+                answered.set()
+
+        await self.app(scope, receive, send)  # type: ignore[arg-type]
+        return sent
+
+    def post_soon(self, message: dict[str, Any], **options: Any) -> Callable[[], list[dict[str, Any]]]:
+        """POST in a task of its own; a getter for what it got, once done."""
+        got: list[list[dict[str, Any]]] = []
+
+        async def run() -> None:
+            got.append(await self.post(message, **options))
+
+        self._nursery.start_soon(run)
+        return lambda: got[0]
+
+
+def _call(request_id: int = 7, **params: Any) -> dict[str, Any]:
+    body = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}, **params}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": body}
+
+
+def _json(sent: list[dict[str, Any]], session_id: str) -> tuple[int, dict[str, Any]]:
+    start, body = sent
+    headers = dict(start["headers"])
+    assert headers[b"content-type"] == b"application/json" and headers[b"mcp-session-id"] == session_id.encode()
+    return start["status"], json.loads(body["body"])
+
+
+@asynccontextmanager
+async def _session(
+    make: Callable[..., _Upstream], *, initialized: bool = True, timeout_sec: float = 60.0, modern: bool = False
+) -> AsyncIterator[tuple[_Host, _HandshakeFront, _Upstream]]:
+    manager = StreamableHTTPSessionManager(app=Server("t"))
+    upstream = make(timeout_sec, modern=modern)
+    async with manager.run(), trio.open_nursery() as nursery:
+        session_id = await _initialize(manager)
+        front = _HandshakeFront(upstream, session_id, initialized=initialized)
+        sdk = _FakeSdk()
+        app = HttpFastCalls(front, sdk, LIMIT, manager)  # type: ignore[arg-type]
+        nursery.start_soon(upstream.splice.serve_deadlines)
+        yield _Host(app, session_id, nursery), front, upstream
+        nursery.cancel_scope.cancel()
+
+
+async def _playing(upstream_side: Callable[[], Awaitable[None]]) -> None:
+    with trio.fail_after(BOUND_SEC):
+        await upstream_side()
+
+
+async def test_a_plain_call_crosses_with_our_id_in_flight_on_its_server_and_its_answer_is_handshake_shaped(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    result = {"content": [{"type": "text", "text": "hi"}], "resultType": "complete", "_meta": {SERVER_INFO_META_KEY: 1}}
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call())
+            request = await upstream.request()
+            assert request["id"].startswith("mcp-supervisor/splice/") and "_meta" not in request["params"]
+            assert front.calls.in_flight("fx") == 1  # its server may ask its host something: attributed to it
+            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": result})
+            await trio.testing.wait_all_tasks_blocked()
+            status, answer = _json(got(), host.session_id)
+    assert status == 200 and answer == {"jsonrpc": "2.0", "id": 7, "result": {"content": result["content"]}}
+    assert host.app.taken == {"handshake splice": 1} and front.outcomes == ["ok"]
+    assert front.calls.in_flight("fx") == 0
+
+
+async def test_a_json_rpc_error_passes_through_as_a_200_and_the_actor_hears_of_it_for_its_heal(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    error = {"code": INVALID_PARAMS, "message": "no"}
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call())
+            request = await upstream.request()
+            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "error": error})
+            await trio.testing.wait_all_tasks_blocked()
+            status, answer = _json(got(), host.session_id)
+    assert status == 200 and answer == {"jsonrpc": "2.0", "id": 7, "error": error}  # the era's status: no table
+    assert upstream.healed == [("echo", INVALID_PARAMS)] and front.outcomes == ["rpc_error"]
+
+
+async def test_the_hosts_cancel_abandons_the_call_upstream_and_answers_it_request_cancelled(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call())
+            request = await upstream.request()
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+            accepted = await host.post(cancel)
+            courtesy = await upstream.request()
+            await trio.testing.wait_all_tasks_blocked()
+            _, answer = _json(got(), host.session_id)
+    assert accepted[0]["status"] == 202 and dict(accepted[0]["headers"])[b"mcp-session-id"] == host.session_id.encode()
+    assert courtesy == {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": request["id"], "reason": "the host cancelled the request"},
+    }
+    assert answer == {"jsonrpc": "2.0", "id": 7, "error": {"code": REQUEST_CANCELLED, "message": "Request cancelled"}}
+    assert host.app.taken == {"handshake splice": 1, "handshake cancel": 1} and front.outcomes == ["cancelled"]
+
+
+async def test_a_host_that_hangs_up_leaves_the_call_running_and_its_answer_goes_nowhere(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    hang_up = trio.Event()
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call(), hang_up=hang_up)
+            request = await upstream.request()
+            hang_up.set()
+            await trio.testing.wait_all_tasks_blocked()
+            assert got() == [] and front.outcomes == []  # no courtesy cancel: the era cancels by notice only
+            with pytest.raises(anyio.WouldBlock):
+                upstream.reads.receive_nowait()
+            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
+    assert front.outcomes == ["ok"] and front.calls.in_flight("fx") == 0
+
+
+async def test_a_call_past_tool_timeout_sec_is_the_general_paths_timeout_result_in_the_hosts_shape(
+    autojump_clock: trio.testing.MockClock, make_upstream: Callable[..., _Upstream]
+) -> None:
+    with trio.fail_after(BOUND_SEC * 100):
+        async with _session(make_upstream, timeout_sec=10.0) as (host, front, _):
+            started = trio.current_time()
+            sent = await host.post(_call())
+            assert trio.current_time() - started == pytest.approx(10.0)
+    status, answer = _json(sent, host.session_id)
+    assert status == 200 and answer["result"]["isError"] is True and "resultType" not in answer["result"]
+    assert "did not answer within 10s (tool_timeout_sec)" in answer["result"]["content"][0]["text"]
+    assert front.outcomes == ["timeout"]
+
+
+async def test_the_servers_question_mid_call_rides_the_calls_response_and_the_hosts_reply_post_answers_it(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    events: list[dict[str, Any]] = []
+
+    def watch(message: dict[str, Any]) -> None:
+        body = message.get("body", b"")
+        if body.startswith(b"event: message\r\ndata: "):
+            events.append(json.loads(body.removeprefix(b"event: message\r\ndata: ")))
+
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call(), watch=watch)
+            request = await upstream.request()
+            host_call = front.calls.attribute("fx", adopt=True)  # what ``Relay.ask_host`` does first
+            assert host_call is not None and host_call.ctx.request_id == 7
+            answers: list[Any] = []
+
+            async def ask() -> None:
+                roots = types.ListRootsRequest()
+                metadata = ServerMessageMetadata(related_request_id=7)
+                answers.append(
+                    await host_call.ctx.session.send_request(roots, types.ListRootsResult, metadata=metadata)
+                )
+
+            async with trio.open_nursery() as asking:
+                asking.start_soon(ask)
+                await trio.testing.wait_all_tasks_blocked()
+                (question,) = events
+                assert question["method"] == "roots/list" and question["id"].startswith(ASK_ID_PREFIX)
+                reply = await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
+                assert reply[0]["status"] == 202
+            assert answers == [types.ListRootsResult(roots=[])]
+            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
+            await trio.testing.wait_all_tasks_blocked()
+            start, *_, last = got()
+            assert dict(start["headers"])[b"content-type"] == b"text/event-stream"
+            assert events[-1] == {"jsonrpc": "2.0", "id": 7, "result": {"content": []}} and last["more_body"] is False
+            # The call is over: a late question is refused, a stray reply is the SDK's.
+            assert front.calls.attribute("fx", adopt=True) is None
+            await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
+    assert host.app.taken == {"handshake splice": 1, "handshake reply": 1, "sdk": 1}
+
+
+async def test_a_question_still_waiting_when_the_call_ends_fails_and_its_late_reply_is_the_sdks(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call())
+            request = await upstream.request()
+            host_call = front.calls.attribute("fx", adopt=True)
+            assert host_call is not None
+            failures: list[MCPError] = []
+
+            async def ask() -> None:
+                metadata = ServerMessageMetadata(related_request_id=7)
+                with pytest.raises(MCPError) as caught:
+                    await host_call.ctx.session.send_request(
+                        types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
+                    )
+                failures.append(caught.value)
+
+            async with trio.open_nursery() as asking:
+                asking.start_soon(ask)
+                await trio.testing.wait_all_tasks_blocked()
+                await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
+            (failure,) = failures
+            assert failure.code == INTERNAL_ERROR and "the call ended before its host replied" in failure.message
+            await trio.testing.wait_all_tasks_blocked()
+            question = json.loads(got()[1]["body"].removeprefix(b"event: message\r\ndata: "))
+            await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
+    assert host.app.taken == {"handshake splice": 1, "sdk": 1}
+
+
+@pytest.mark.parametrize(
+    ("change", "headers"),
+    [
+        pytest.param({"session": "nope"}, {}, id="a session the manager does not serve"),
+        pytest.param({"initialized": False}, {}, id="a session not initialized yet"),
+        pytest.param({"terminated": True}, {}, id="a session the manager ended, its connection not yet gone"),
+        pytest.param({"modern": True}, {}, id="a 2026-era upstream: the SDK path does what differs between eras"),
+        pytest.param({"meta": {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}}, {}, id="trace context"),
+        pytest.param({"meta": {"progressToken": 1}}, {}, id="a progress token"),
+        pytest.param({}, {"mcp-protocol-version": "2026-07-28"}, id="a 2026 version: not this era's"),
+        pytest.param({}, {"accept": "application/json"}, id="JSON only: the SDK refuses it"),
+        pytest.param({"same_id": True}, {}, id="the id of a call of this session in flight here"),
+    ],
+)
+async def test_a_post_it_cannot_take_reaches_the_sdks_app_whole(
+    change: dict[str, Any], headers: dict[str, str], make_upstream: Callable[..., _Upstream]
+) -> None:
+    with trio.fail_after(BOUND_SEC):
+        session = _session(
+            make_upstream, initialized=change.get("initialized", True), modern=change.get("modern", False)
+        )
+        async with session as (host, _, upstream):
+            if change.get("same_id"):
+                host.post_soon(_call())
+                await upstream.request()
+            if "session" in change:
+                host.session_id = change["session"]
+            if change.get("terminated"):
+                await host.app.handshake._manager._server_instances[host.session_id].terminate()  # type: ignore[union-attr]
+            message = _call(**({"_meta": change["meta"]} if "meta" in change else {}))
+            sent = await host.post(message, headers=headers)
+    assert sent[0]["status"] == 299 and host.app._sdk.bodies == [json.dumps(message).encode()]  # type: ignore[attr-defined]
