@@ -294,7 +294,10 @@ class ProcessLog:
         with trio.move_on_after(bound_sec):
             while listener not in self.listening:
                 if self.closed:
-                    raise AssertionError(f"the process ended without announcing its {listener} URL")
+                    tail = "\n".join(self.lines[-5:])
+                    raise AssertionError(
+                        f"the process ended without announcing its {listener} URL; its last lines:\n{tail}"
+                    )
                 await self._changed.wait()
             return self.listening[listener]
         raise AssertionError(f"no {listener} URL announced within {bound_sec:g}s")

@@ -37,6 +37,7 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -167,23 +168,38 @@ def _live_pid(log: Path) -> int | None:
 async def _kill_randomly(
     logs: dict[str, Path], rng: random.Random, tally: Tally, remote: dict[str, HttpFixture], nursery: trio.Nursery
 ) -> None:
-    """SIGKILL a random live upstream ``KILLS`` times, at random intervals; a ``remote`` one is restarted once dead."""
+    """SIGKILL a random live upstream ``KILLS`` times, at random intervals; a ``remote`` one is restarted once dead.
+
+    A ``remote`` server being restarted is not a victim until it has announced its URL again (the harness's
+    restart waits for that announcement; a server's log names its process before it listens).
+    """
+    restarting: set[str] = set()
+
+    def live() -> dict[str, int]:
+        return {
+            server: pid
+            for server, log in logs.items()
+            if server not in restarting and (pid := _live_pid(log)) is not None
+        }
+
     for _ in range(KILLS):
         await trio.sleep(rng.uniform(0.1, 0.4))  # chaos pacing, not ordering
-        await wait_until(lambda: any(_live_pid(log) for log in logs.values()), what="a live upstream to kill")
-        live = {server: pid for server, log in logs.items() if (pid := _live_pid(log)) is not None}
-        victim = rng.choice(sorted(live))
-        os.kill(live[victim], signal.SIGKILL)
-        tally.kills.append((victim, live[victim]))
+        await wait_until(lambda: bool(live()), what="a live upstream to kill")
+        victims = live()
+        victim = rng.choice(sorted(victims))
+        os.kill(victims[victim], signal.SIGKILL)
+        tally.kills.append((victim, victims[victim]))
         if victim in remote:
-            nursery.start_soon(_restart, remote[victim])
+            restarting.add(victim)
+            nursery.start_soon(_restart, remote[victim], partial(restarting.discard, victim))
 
 
-async def _restart(fixture: HttpFixture) -> None:
+async def _restart(fixture: HttpFixture, restarted: Callable[[], None]) -> None:
     """Start a killed HTTP server again on its port once it is dead (its calls meet the outage meanwhile)."""
     assert fixture.process is not None
     await fixture.process.wait()
     await fixture.start()
+    restarted()
 
 
 async def _chaos(hosts: list[Host], logs: dict[str, Path], tally: Tally, remote: dict[str, HttpFixture]) -> None:
