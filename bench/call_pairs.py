@@ -4,17 +4,18 @@
 the proving floor) under its own keys; this module measures the other pairs in the same
 run, one after the other, with the same primitives (``bench.call_measure``):
 
-===============  ==========  ==============  =====  ========  ===============================
-pair             host        upstream        front  upstream  direct
-===============  ==========  ==============  =====  ========  ===============================
-h2026_u2026      2026        2026            stdio  stdio     (``bench.call_path``)
-h2026_u2025      2026        handshake       stdio  stdio     handshake host, stdio
-h2025_u2026      handshake   2026            stdio  stdio     2026 host, stdio
-h2025_u2025      handshake   handshake       stdio  stdio     handshake host, stdio
-httpfront        2026        2026            http   stdio     2026 host, streamable HTTP
-httpup           2026        2026            stdio  http      2026 host, streamable HTTP
-httpfront_h2025  handshake   handshake       http   stdio     handshake host, streamable HTTP
-===============  ==========  ==============  =====  ========  ===============================
+===================== ==========  ==============  =====  ========  ===============================
+pair                  host        upstream        front  upstream  direct
+===================== ==========  ==============  =====  ========  ===============================
+h2026_u2026           2026        2026            stdio  stdio     (``bench.call_path``)
+h2026_u2025           2026        handshake       stdio  stdio     handshake host, stdio
+h2025_u2026           handshake   2026            stdio  stdio     2026 host, stdio
+h2025_u2025           handshake   handshake       stdio  stdio     handshake host, stdio
+httpfront             2026        2026            http   stdio     2026 host, streamable HTTP
+httpup                2026        2026            stdio  http      2026 host, streamable HTTP
+httpfront_h2025       handshake   handshake       http   stdio     handshake host, streamable HTTP
+httpfront_h2025_u2026 handshake   2026            http   stdio     2026 host, streamable HTTP
+===================== ==========  ==============  =====  ========  ===============================
 
 The host's era is ``mcp.Client(mode=...)`` (``auto``: 2026, ``legacy``: handshake); the
 upstream's is pinned by the fixture's ``--legacy-only``. The direct variant speaks the
@@ -102,9 +103,11 @@ PAIRS: Final = (
     Pair("httpfront", "HTTP front x stdio upstream", "auto", upstream_legacy=False, front="http"),
     Pair("httpup", "stdio front x HTTP upstream", "auto", upstream_legacy=False, upstream="http"),
     Pair("httpfront_h2025", "HTTP front x stdio, handshake", "legacy", upstream_legacy=True, front="http"),
+    Pair("httpfront_h2025_u2026", "HTTP front, handshake x 2026", "legacy", upstream_legacy=False, front="http"),
 )
 """The pairs measured here, in order. ``httpfront_h2025`` (round 17): most HTTP hosts that ship
-today speak the handshake era, whose stateful sessions the HTTP front serves on the SDK's path."""
+today speak the handshake era, whose stateful sessions the HTTP front served on the SDK's path
+until round 18. ``httpfront_h2025_u2026`` (round 18): such a host, and a server that moved on."""
 PAIRS_ENV: Final = "BENCH_P2_PAIRS"
 Upstreams = dict[str, int]
 """Per variant, the pid of its upstream when that is not a child of its middle process (an HTTP upstream's)."""

@@ -24,10 +24,12 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    order and its input rounds run in the sidecar; results take the host's
    era's shape. Over the HTTP front (its own answer, ``host.http_splice``):
    a call as above without trace context, telemetry off, to a stdio
-   generation of the host's era: a 2026-era host's to a 2026-era one (the
-   POST's own conditions are ``host.http_fast_calls``'s), a handshake-era
-   session's to a handshake-era one, whose questions mid-call are asked on
-   the call's own response (``host.http_handshake_calls``, with its
+   generation: a 2026-era host's to a 2026-era one (a handshake-era one may
+   ask its host something mid-call; the POST's own conditions are
+   ``host.http_fast_calls``'s), a handshake-era session's to one of either
+   era, as on stdio: a handshake-era server's questions mid-call are asked on
+   the call's own response, a 2026-era server's log messages ride it and its
+   input rounds run in the sidecar (``host.http_handshake_calls``, with its
    conditions on the POST and the session).
 2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
    a 2026-era host, over either front; ``params`` as for the splice, but
@@ -42,9 +44,9 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    server too: ``host.http_fast_calls`` answers it (its own conditions on the
    POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
 3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
-   * a handshake-era host over HTTP, but for the splice's row: the SDK
-     serves its era's shapes, and between eras its per-call log levels and
-     input rounds;
+   * a handshake-era host over HTTP, but for the splice's row (a session's
+     call with trace context, to an HTTP server, or not taken by its POST's
+     conditions): the SDK serves its era's shapes;
    * a progress token: the upstream's notices need a token of ours;
    * ``inputResponses`` or ``requestState``: an input round's retry;
    * an ``outputSchema``: the SDK validates structured content against it;
@@ -136,9 +138,9 @@ def path_of(
     if upstream is None:
         return "sdk"
     splice = upstream.splice
-    # The HTTP front's own answer splices between like eras only (between eras, the SDK path does what differs).
+    # The HTTP front's own answer: a 2026-era host's calls to 2026-era servers, a handshake-era session's to either.
     spliced_front = stdio_host or (
-        http_answer and splice is not None and splice.modern != handshake_host and call.carrier is None
+        http_answer and splice is not None and (splice.modern or handshake_host) and call.carrier is None
     )
     if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"

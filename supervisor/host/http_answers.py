@@ -116,6 +116,12 @@ class PostAnswer:
             await self._as_events()
             await self._send({"type": "http.response.body", "body": event(to_json(message)), "more_body": True})
 
+    async def event_line(self, line: bytes) -> None:
+        """One framed JSON-RPC message (a line: ``wire.codec.frame``) before the answer, as an event."""
+        async with self._lock:
+            await self._as_events()
+            await self._send({"type": "http.response.body", "body": event(line.rstrip(b"\n")), "more_body": True})
+
     async def answer(self, body: bytes, status: int) -> None:
         """The call's answer (one JSON-RPC message): the JSON body, or the stream's last event."""
         async with self._lock:

@@ -4,12 +4,13 @@ A handshake-era host over HTTP holds a stateful session (``Mcp-Session-Id``,
 issued by the SDK's ``StreamableHTTPSessionManager`` at ``initialize``), and
 the SDK serves each of its requests through the session's transport,
 dispatcher and server runner, then our client session to the upstream: about
-2.7 ms of CPU per call (issue 29, round 17). A plain call to a handshake-era
-stdio server needs none of it: ``HandshakeCalls`` answers it on the wire
+2.7 ms of CPU per call (issue 29, round 17). A plain call to a stdio server
+of either era needs none of it: ``HandshakeCalls`` answers it on the wire
 splice's HTTP half (``host.http_splice``), as bytes both ways, with the
-guarantees listed there. It takes a POST (``host.http_fast_calls`` read its
-body, and replays it to the SDK's app for anything not taken here) when all
-of these hold:
+guarantees listed there (between eras: the session's log level named, the
+call's log messages on its response, input rounds run in the sidecar). It
+takes a POST (``host.http_fast_calls`` read its body, and replays it to the
+SDK's app for anything not taken here) when all of these hold:
 
 * the headers: a session id, an ``MCP-Protocol-Version`` of a handshake
   version or none, JSON content, an ``Accept`` of both JSON and event streams
@@ -21,7 +22,7 @@ of these hold:
 * the body is one JSON-RPC ``tools/call`` request, its id not one of this
   session's calls in flight here, its params plain (``host.call_paths``: no
   progress token, no trace context), and ``path_of`` says ``"splice"`` for it
-  (a handshake-era stdio generation whose splice is ready), not shutting down.
+  (a stdio generation whose splice is ready), not shutting down.
 
 While the call runs, its session is held open (the idle countdown stops, as
 for a request the SDK serves: ``compat.sdk_sessions.holding``). Two more kinds
@@ -224,7 +225,7 @@ class PostAsker:
     def __init__(self, calls: HandshakeCalls, session_id: str, connection: Connection) -> None:
         self._calls = calls
         self._session_id = session_id
-        self._connection = connection
+        self.connection = connection
         self.stream: PostAnswer | None = None
         self._waiting: set[_Question] = set()
         self._closed = False
@@ -232,8 +233,8 @@ class PostAsker:
     def host_call(self, call: SplicedCall) -> HostCall | None:
         if self._closed:
             return None
-        ctx = request_context_on(self._connection, "tools/call", call.host_id, None, outbound=self)
-        level = self._calls.front.connection_log_level(self._connection)
+        ctx = request_context_on(self.connection, "tools/call", call.host_id, None, outbound=self)
+        level = self._calls.front.connection_log_level(self.connection)
         return HostCall(ctx, call.tool.owner, connection_log_level=level)
 
     def close(self) -> None:

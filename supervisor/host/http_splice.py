@@ -33,11 +33,19 @@ call keeps, with the texts of the general path (the splice's own list,
   elicitation, roots): the call is counted in flight on its server, and
   ``adopt`` asks them on the call's own response (the answer's ``Asker``).
 
-Which calls never come here, and why: between eras the SDK path does what
-the eras' differences need (input rounds, per-call log levels), a log level
-or a progress token of a 2026-era host asks for notices on the call's own
-stream (the fast path carries those), and trace context wants spans
-(telemetry on: the SDK path).
+* between eras (a handshake-era session, a 2026-era upstream), what the
+  SDK path would do: the request names the session's log level and declares
+  its capabilities, the call's log messages ride its response in wire order
+  (``notice``), and an input round is run in the sidecar
+  (``host.splice_rounds.HandshakeRounds``), asking the host on the call's
+  response; the host gets the end as its answer.
+
+Which calls never come here, and why: a 2026-era host's call to a
+handshake-era upstream (which may ask its host something mid-call: the fast
+path's exchanges turn that into input rounds), a log level or a progress
+token of a 2026-era host asks for notices on the call's own stream (the
+fast path carries those), and trace context wants spans (telemetry on: the
+SDK path).
 
 Concurrency: ``submit``, ``abandon``, ``cancel`` and the answer's hand-over are
 synchronous. The POST's task is the only one of its call on this side: it
@@ -57,15 +65,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 
 from supervisor.calls.splice import SplicedCall
 from supervisor.host.fast_path import restamp
 from supervisor.host.http_answers import PING_SEC, PostAnswer
-from supervisor.host.splice_rounds import handshake_shaped
+from supervisor.host.splice_rounds import HandshakeRounds, declared_capabilities, handshake_shaped, log_notice_line
 from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
+    from mcp.server.connection import Connection
     from starlette.types import Receive
 
     from supervisor.calls.attribution import HostCall
@@ -79,6 +88,11 @@ if TYPE_CHECKING:
 
 class Asker(Protocol):
     """A handshake-era call's server→host requests, asked on its own response (``host.http_handshake_calls``)."""
+
+    @property
+    def connection(self) -> Connection:
+        """The host's session: its negotiated version, its capabilities, the log level it set."""
+        ...
 
     def host_call(self, call: SplicedCall) -> HostCall | None: ...
 
@@ -106,8 +120,11 @@ class HttpAnswer:
 class HttpSplice:
     """One view's HTTP front end of the splice (``calls.splice.SpliceHost``) for one host era: calls in flight.
 
-    ``handshake``: for handshake-era sessions' calls to handshake-era upstreams
-    (``host.http_handshake_calls``); else 2026-era hosts' to 2026-era upstreams.
+    ``handshake``: for handshake-era sessions' calls (``host.http_handshake_calls``)
+    to upstreams of either era; else 2026-era hosts' to 2026-era upstreams.
+    A handshake-era session's call to a 2026-era upstream names the session's
+    log level, gets its log messages on its own response, and has its input
+    rounds run here (``host.splice_rounds.HandshakeRounds``), as on stdio.
     """
 
     def __init__(self, front: Front, *, handshake: bool = False) -> None:
@@ -115,6 +132,7 @@ class HttpSplice:
         self.handshake = handshake
         self._waiting: dict[SplicedCall, HttpAnswer] = {}
         self._stamp: dict[str, Any] | None = None
+        self._rounds = HandshakeRounds(self, front)
 
     @property
     def in_flight(self) -> int:
@@ -139,18 +157,23 @@ class HttpSplice:
         """
         upstream = actor.ready_upstream
         splice = upstream.splice if upstream is not None else None
-        if splice is None or not splice.ready or splice.modern == self.handshake:
+        if splice is None or not splice.ready or not (splice.modern or self.handshake):
             return None
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         answer = self._waiting[call] = HttpAnswer(call, asker=asker)
-        capabilities = None
+        sent, capabilities, call_meta = tool.upstream_arguments(arguments), None, None
         if not self.handshake and isinstance(meta, dict):
             capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
-        if not splice.submit(call, tool.raw_name, tool.upstream_arguments(arguments), capabilities=capabilities):
+        elif splice.modern and asker is not None:  # between eras: the session's capabilities and log level
+            capabilities = declared_capabilities(asker.connection)
+            level = self._front.connection_log_level(asker.connection) or "debug"  # as ``HostCall.log_level``
+            call.log_level, call.arguments = level, sent
+            call_meta = {**splice.envelope_for(capabilities), LOG_LEVEL_META_KEY: level}
+        if not splice.submit(call, tool.raw_name, sent, meta=call_meta, capabilities=capabilities):
             del self._waiting[call]
             return None
-        if self.handshake:  # its upstream may ask its host something meanwhile: in flight for attribution
+        if self.handshake:  # its upstream may ask or tell its host something meanwhile: in flight for attribution
             self._front.calls.spliced(tool.owner, call)
             call.counted = True
         return answer
@@ -179,9 +202,19 @@ class HttpSplice:
             return False
         if call.upstream is not None:
             call.upstream.abandon(call, "the host cancelled the request")
+        self._rounds.cancel(call)  # its input rounds, if any (and their upstream request), end with it
         error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
         self._settle(call, "cancelled", to_json({"jsonrpc": "2.0", "id": call.host_id, "error": error}), 200)
         return True
+
+    def version_of(self, call: SplicedCall) -> str:
+        """``host.splice_rounds.RoundsHost``: the version ``call``'s session negotiated."""
+        answer = self._waiting.get(call)
+        return answer.asker.connection.protocol_version if answer is not None and answer.asker is not None else ""
+
+    async def write_answer(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
+        """``host.splice_rounds.RoundsHost``: the end of ``call``'s input rounds, as its POST's body."""
+        self._settle(call, outcome, line.rstrip(b"\n"), 200)
 
     # -- calls.splice.SpliceHost --------------------------------------------------------
 
@@ -199,6 +232,12 @@ class HttpSplice:
         return restamp(result, self._stamp)  # edited in place: the result is encoded at once and dropped
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
+        result = message.get("result")
+        if call.log_level is not None and result is not None and result.get("resultType") == "input_required":
+            waiting = self._waiting.get(call)
+            if waiting is not None and waiting.stream is not None:  # its host is there to be asked
+                self._rounds.start(call, result)  # a handshake-era host cannot take it: its rounds run here
+                return
         code = message["error"].get("code") if "error" in message else None
         status = 200
         if isinstance(code, int) and not self.handshake:  # a handshake-era session's errors are 200s
@@ -218,7 +257,17 @@ class HttpSplice:
         await self.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": result})
 
     async def notice(self, call: SplicedCall, params: dict[str, Any]) -> bool:
-        return False  # no call here named a log level: an upstream's log message is the session's
+        """A 2026-era upstream's log message of a handshake-era session's call (the only call in flight there),
+        on the call's own response; False: not its (a 2026-era host's calls here named no level)."""
+        answer = self._waiting.get(call)
+        if answer is None or call.log_level is None or self._front.calls.in_flight(call.tool.owner) != 1:
+            return False
+        line = log_notice_line(call, params)
+        if line is None:
+            return False
+        if line and answer.stream is not None:  # b"": below the level the host set; no stream: it hung up
+            await answer.stream.event_line(line)
+        return True
 
     def adopt(self, call: SplicedCall) -> HostCall | None:
         """A handshake-era upstream's request mid-call: asked on the call's own response; None: it cannot be."""

@@ -132,9 +132,8 @@ class HostSplice:
     _out: MemoryObjectSendStream[Any] | None = None
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _promoted: dict[SplicedCall, Promotion] = field(default_factory=dict)
-    _rounds: HandshakeRounds = field(init=False)
-    """Calls of a handshake-era host whose 2026-era upstream answered with an input round: their rounds."""
     """Calls whose handshake-era upstream asked their 2026-era host something: their exchanges' (``adopt``)."""
+    _rounds: HandshakeRounds = field(init=False)  # a handshake-era host's calls' input rounds (2026-era upstreams)
     _stamp: dict[str, Any] | None = None
     _wire_stuck: bool = False
     _batched: list[DirectWrite] = field(default_factory=list)
@@ -352,6 +351,10 @@ class HostSplice:
                 if self._out is not None:
                     await self._out.send(line)
         return True
+
+    def version_of(self, call: SplicedCall) -> str:
+        """``host.splice_rounds.RoundsHost``: the version this (handshake-era) host negotiated."""
+        return self.handshake_version or ""
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
         """The upstream's result as this host must see it (ours, and edited in place: encoded at once and dropped).

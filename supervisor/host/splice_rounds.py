@@ -245,9 +245,11 @@ def declared_capabilities(connection: Connection) -> dict[str, Any]:
 
 
 class RoundsHost(Protocol):
-    """What the rounds need of the splice's host half (``HostSplice``)."""
+    """What the rounds need of the splice's host half (``HostSplice``, ``HttpSplice``)."""
 
-    handshake_version: str | None
+    def version_of(self, call: SplicedCall) -> str:
+        """The handshake version ``call``'s host negotiated (its result's shape)."""
+        ...
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -300,7 +302,7 @@ class HandshakeRounds:
         try:
             answer = await finish_rounds(
                 call, host_call, first, scope=scope, tracker=self._front.calls, shaped=self._host.restamp,
-                version=self._host.handshake_version or "",
+                version=self._host.version_of(call),
             )  # fmt: skip
         finally:
             del self._scopes[call]

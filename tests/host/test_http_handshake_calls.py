@@ -19,6 +19,7 @@ import mcp_types as types
 import pytest
 import trio
 
+from tests.e2e.test_fidelity import set_level
 from tests.fidelity_host import HTTP_CLIENT_LEAKS_ASYNCGENS, ROOT_URI, Recorder
 from tests.host.test_http_front import INITIALIZE, MCP_HEADERS, TOKEN, serve_front_in_process
 from tests.sidecar import Host, fixture_server, open_http_host, scaled, text_of, wait_until
@@ -53,6 +54,30 @@ async def test_a_plain_call_is_the_fronts_own_answer_and_its_servers_questions_r
                 )
                 assert text_of(result) == "progressed 2" and [p for p, _, _ in recorder.progress] == [1, 2]
                 assert taken["handshake splice"] == spliced
+
+
+async def test_a_call_to_a_2026_era_server_has_its_input_rounds_run_here_and_its_log_messages_on_its_response(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder(name="ada")
+    servers = {"fx": fixture_server("--fidelity", "--name", "fx")}
+    with trio.fail_after(scaled(30)):
+        async with serve_front_in_process(tmp_path, servers) as served:
+            taken = served.link.fast_calls["/mcp"].taken
+            async with open_http_host(served.url, TOKEN, "legacy", **recorder.client_options(Host())) as host:
+                await host.wait_tools(lambda names: "mcp__fx__sample" in names)
+                await set_level(host, "warning")
+                assert text_of(await host.call("mcp__fx__echo", {"text": "own"})) == "own"
+                # The server answers with an input round; the sidecar asks this host on the call's response.
+                sampled = await host.call("mcp__fx__sample", {"text": "hi"})
+                assert text_of(sampled) == "sampled: model of ada (ada-model)" and recorder.samples == ["hi"]
+                assert text_of(await host.call("mcp__fx__elicit", {})) == 'elicited: accept {"name": "ada"}'
+                assert text_of(await host.session.call_tool("mcp__fx__log", {})) == "logged"
+                assert [(m.level, m.data) for m in recorder.logs] == [
+                    ("warning", "msg-warning"),
+                    ("error", "msg-error"),
+                ]
+                assert taken["handshake splice"] == 4 and taken["handshake reply"] == 2
 
 
 async def test_a_hosts_cancel_abandons_the_call_upstream_and_the_session_serves_on(tmp_path: Path) -> None:

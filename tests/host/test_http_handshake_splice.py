@@ -26,7 +26,13 @@ from mcp.server.connection import Connection
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, SERVER_INFO_META_KEY
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
 
 from supervisor.calls.attribution import CallTracker
 from supervisor.host.http_fast_calls import HttpFastCalls
@@ -52,8 +58,8 @@ class _HandshakeFront(_Front):
     def http_session(self, session_id: str) -> Connection | None:
         return self.connection if self._initialized and session_id == self._session_id else None
 
-    def connection_log_level(self, connection: Connection) -> None:
-        return None
+    def connection_log_level(self, connection: Connection) -> str:
+        return "warning"  # what the session set with logging/setLevel
 
 
 class _Host:
@@ -125,6 +131,17 @@ def _json(sent: list[dict[str, Any]], session_id: str) -> tuple[int, dict[str, A
     headers = dict(start["headers"])
     assert headers[b"content-type"] == b"application/json" and headers[b"mcp-session-id"] == session_id.encode()
     return start["status"], json.loads(body["body"])
+
+
+def _keeping_events(events: list[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
+    """A ``watch`` that keeps the JSON-RPC message of each event the response sends, in order, in ``events``."""
+
+    def watch(message: dict[str, Any]) -> None:
+        body = message.get("body", b"")
+        if body.startswith(b"event: message\r\ndata: "):
+            events.append(json.loads(body.removeprefix(b"event: message\r\ndata: ")))
+
+    return watch
 
 
 @asynccontextmanager
@@ -238,12 +255,7 @@ async def test_the_servers_question_mid_call_rides_the_calls_response_and_the_ho
     make_upstream: Callable[..., _Upstream],
 ) -> None:
     events: list[dict[str, Any]] = []
-
-    def watch(message: dict[str, Any]) -> None:
-        body = message.get("body", b"")
-        if body.startswith(b"event: message\r\ndata: "):
-            events.append(json.loads(body.removeprefix(b"event: message\r\ndata: ")))
-
+    watch = _keeping_events(events)
     with trio.fail_after(BOUND_SEC):
         async with _session(make_upstream) as (host, front, upstream):
             got = host.post_soon(_call(), watch=watch)
@@ -309,13 +321,42 @@ async def test_a_question_still_waiting_when_the_call_ends_fails_and_its_late_re
     assert host.app.taken == {"handshake splice": 1, "sdk": 1}
 
 
+async def test_a_call_to_a_2026_era_server_names_the_sessions_level_and_its_log_messages_ride_its_response(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    events: list[dict[str, Any]] = []
+    watch = _keeping_events(events)
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream, modern=True) as (host, front, upstream):
+            got = host.post_soon(_call(), watch=watch)
+            request = await upstream.request()
+            meta = request["params"]["_meta"]
+            assert meta[LOG_LEVEL_META_KEY] == "warning" and meta[PROTOCOL_VERSION_META_KEY] == "2026-07-28"
+            for level in ("info", "error"):  # info is below the session's level: taken, and dropped
+                notice = {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": {"level": level, "data": level},
+                }
+                assert await upstream.splice.deliver_notice(json.dumps(notice).encode()) is not None
+            result = {"content": [], "resultType": "complete"}
+            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": result})
+            await trio.testing.wait_all_tasks_blocked()
+            assert got()[-1]["more_body"] is False
+    log = {"level": "error", "logger": "fx", "data": "error"}
+    assert events == [
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": log},
+        {"jsonrpc": "2.0", "id": 7, "result": {"content": []}},
+    ]
+    assert host.app.taken == {"handshake splice": 1} and front.outcomes == ["ok"]
+
+
 @pytest.mark.parametrize(
     ("change", "headers"),
     [
         pytest.param({"session": "nope"}, {}, id="a session the manager does not serve"),
         pytest.param({"initialized": False}, {}, id="a session not initialized yet"),
         pytest.param({"terminated": True}, {}, id="a session the manager ended, its connection not yet gone"),
-        pytest.param({"modern": True}, {}, id="a 2026-era upstream: the SDK path does what differs between eras"),
         pytest.param({"meta": {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}}, {}, id="trace context"),
         pytest.param({"meta": {"progressToken": 1}}, {}, id="a progress token"),
         pytest.param({}, {"mcp-protocol-version": "2026-07-28"}, id="a 2026 version: not this era's"),

@@ -84,7 +84,7 @@ DECISIONS = [
      _routed(_generation()), "fast"),
     ("handshake", "http", BARE, _routed(_generation()), "sdk"),
     ("handshake", "http answer", BARE, _routed(_generation(modern=False)), "splice"),
-    ("handshake", "http answer", BARE, _routed(_generation()), "sdk"),
+    ("handshake", "http answer", BARE, _routed(_generation()), "splice"),
     ("handshake", "http answer", BARE, _routed(_generation(stdio=False)), "sdk"),
     ("handshake", "http answer", BARE, _routed(_generation(modern=False, ready=False)), "sdk"),
     ("handshake", "http answer", {**BARE, "_meta": {"traceparent": TRACEPARENT}},
