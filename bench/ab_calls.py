@@ -4,7 +4,8 @@ A full ``p2`` run compares the sidecar with direct; whether a change moved the
 sidecar itself is easier to read side by side with the code before it, in one
 run on one box. This starts this checkout's sidecar and ``CHECKOUT``'s (each
 over its own fixture ``--tools echo``, both 2026-era hosts unless ``--mode
-legacy``, the fixture handshake-only with ``--legacy-upstream``) and alternates
+legacy``, the fixture handshake-only with ``--legacy-upstream``; over the HTTP
+front with ``--front http``, each host a streamable-HTTP client) and alternates
 rounds between them, who goes first rotating: ``--c1`` sequential calls, then
 ``--c32`` calls 32 at a time. It prints, per variant, the median c1 p50 latency,
 the median c32 calls/s and the sidecar's CPU per call over every round
@@ -15,6 +16,7 @@ Not part of ``python -m bench``.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -22,6 +24,7 @@ from pathlib import Path
 import trio
 
 from bench.call_measure import CONCURRENCY, TOOL, _measure_concurrent, _warm_up
+from bench.call_pairs import FRONT_TOKEN
 from bench.harness import (
     BENCH_MARK_ENV,
     bench_mark,
@@ -35,9 +38,11 @@ from bench.harness import (
     sidecar_argv_from,
     write_settings,
 )
+from tests.sidecar import MARK_ENV, http_supervisor_table, open_http_host, open_http_sidecar
 
 
 async def _main(args: argparse.Namespace) -> None:
+    os.environ.setdefault(MARK_ENV, bench_mark())  # the HTTP helpers mark their children with it: reaped below
     variants = {"after": sidecar_argv, "before": sidecar_argv_from(args.against.resolve())}
     fixture_args = ["--tools", "echo", *(["--legacy-only"] if args.legacy_upstream else [])]
     p50: dict[str, list[float]] = {v: [] for v in variants}
@@ -47,18 +52,28 @@ async def _main(args: argparse.Namespace) -> None:
         try:
             async with AsyncExitStack() as stack:
                 hosts = {}
+                pids: dict[str, int] = {}
                 for name, argv_of in variants.items():
                     server = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
-                    config = write_settings(
-                        Path(tmp) / f"{name}.toml", {"fx": server}, supervisor={"log_level": "warning"}
-                    )
-                    hosts[name] = await stack.enter_async_context(open_host(argv_of(config), mode=args.mode))
+                    http = args.front == "http"
+                    # An HTTP front announces its URL at level info (``open_http_sidecar`` reads that line).
+                    front = http_supervisor_table() if http else {"log_level": "warning"}
+                    config = write_settings(Path(tmp) / f"{name}.toml", {"fx": server}, supervisor=front)
+                    if http:
+                        sidecar = await stack.enter_async_context(
+                            open_http_sidecar(config, token=FRONT_TOKEN, argv=argv_of)
+                        )
+                        host = open_http_host(sidecar.url, FRONT_TOKEN, args.mode)
+                        hosts[name], pids[name] = await stack.enter_async_context(host), sidecar.process.pid
+                    else:
+                        hosts[name] = await stack.enter_async_context(open_host(argv_of(config), mode=args.mode))
+                        pids[name] = hosts[name].pid
                     await _warm_up(hosts[name], TOOL["sidecar"])
                 order = list(variants)
                 for round_index in range(args.rounds):
                     for name in order[round_index % 2 :] + order[: round_index % 2]:
                         host = hosts[name]
-                        before = cpu_sec(host.pid)
+                        before = cpu_sec(pids[name])
                         latencies = []
                         for _ in range(args.c1):
                             started = trio.current_time()
@@ -66,7 +81,7 @@ async def _main(args: argparse.Namespace) -> None:
                             latencies.append(trio.current_time() - started)
                         p50[name].append(percentile(latencies, 0.5) * 1000)
                         cps[name].append(await _measure_concurrent(host, TOOL["sidecar"], args.c32, CONCURRENCY))
-                        cpu[name] += cpu_sec(host.pid) - before
+                        cpu[name] += cpu_sec(pids[name]) - before
         finally:
             await reap_marked("ab_calls")
     calls = args.rounds * (args.c1 + args.c32)
@@ -85,6 +100,7 @@ def main() -> None:
     parser.add_argument("--c32", type=int, default=3200)
     parser.add_argument("--mode", choices=("auto", "legacy"), default="auto", help="the hosts' era")
     parser.add_argument("--legacy-upstream", action="store_true", help="the fixtures speak only the handshake era")
+    parser.add_argument("--front", choices=("stdio", "http"), default="stdio", help="the sidecars' front")
     trio.run(_main, parser.parse_args())
 
 

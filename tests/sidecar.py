@@ -736,14 +736,19 @@ class HttpSidecar:
 
 @asynccontextmanager
 async def open_http_sidecar(
-    config: Path, *, token: str = "test-token", env: Mapping[str, str] | None = None
+    config: Path,
+    *,
+    token: str = "test-token",
+    env: Mapping[str, str] | None = None,
+    argv: Callable[[Path], list[str]] | None = None,
 ) -> AsyncIterator[HttpSidecar]:
     """Start ``supervisor run`` with an HTTP front (port 0); on exit stop it with SIGTERM (bounded).
 
-    The front's URL is read from the sidecar's ``host.front listening on URL`` line.
+    The front's URL is read from the sidecar's ``host.front listening on URL`` line. ``argv``: the
+    command for ``config`` (default: this checkout's ``sidecar_argv``; a benchmark runs another's).
     """
     proc = await trio.lowlevel.open_process(
-        sidecar_argv(config),
+        (argv or sidecar_argv)(config),
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         cwd=str(REPO_ROOT),

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
-from mcp.server.streamable_http import check_accept_headers
-from starlette.requests import Request
 
 from supervisor.wire.codec import to_json
 
@@ -60,10 +58,13 @@ class PostHeaders:
 def post_headers(scope: Scope) -> PostHeaders | None:
     """What a POST's raw ASGI headers (lower-case names) say, if it has JSON content and an ``Accept`` of both
     JSON and event streams (the SDK's rule, wildcards and all); None: only the SDK's app answers it."""
-    version = method = session_id = content_type = None
+    version = method = session_id = content_type = accept = None
     mcp_params = False
     for name, value in scope["headers"]:
-        if name == b"mcp-protocol-version":
+        if name == b"accept":
+            if accept is None:  # the first, as the SDK reads it (starlette's ``Headers.get``)
+                accept = value
+        elif name == b"mcp-protocol-version":
             version = value.decode("latin-1")
         elif name == b"mcp-method":
             method = value
@@ -75,8 +76,23 @@ def post_headers(scope: Scope) -> PostHeaders | None:
             mcp_params = True
     if content_type is None or not content_type.lower().startswith(b"application/json"):
         return None
-    has_json, has_sse = check_accept_headers(Request(scope))
-    return PostHeaders(version, method, session_id, mcp_params) if has_json and has_sse else None
+    return PostHeaders(version, method, session_id, mcp_params) if accepts_json_and_events(accept) else None
+
+
+def accepts_json_and_events(accept: bytes | None) -> bool:
+    """Whether an ``Accept`` value admits both JSON and event streams: the SDK's ``check_accept_headers`` rule
+    (RFC 9110 wildcards, parameters ignored), on the raw value; ``tests/host/test_http_answers.py`` holds the two
+    to the same answers."""
+    if accept is None:
+        return False
+    types = {part.split(b";", 1)[0].strip().lower() for part in accept.split(b",")}
+    if b"*/*" in types:
+        return True
+    return bool(types & _JSON_TYPES) and bool(types & _EVENT_TYPES)
+
+
+_JSON_TYPES: Final = frozenset({b"application/json", b"application/*"})
+_EVENT_TYPES: Final = frozenset({b"text/event-stream", b"text/*"})
 
 
 class PostAnswer:

@@ -303,7 +303,9 @@ async def wait_for_answer(splice: HttpSplice, answer: HttpAnswer, receive: Recei
     """
     try:
         while not answer.ready:
-            with trio.move_on_after(PING_SEC) as silent, trio.CancelScope() as answer.waiter:
+            # One scope: its deadline is the next ping, and the answer's hand-over cancels it.
+            with trio.CancelScope(deadline=trio.current_time() + PING_SEC) as waiter:
+                answer.waiter = waiter
                 if (await receive())["type"] == "http.disconnect":
                     if splice.handshake:
                         splice.forsake(answer)
@@ -311,7 +313,7 @@ async def wait_for_answer(splice: HttpSplice, answer: HttpAnswer, receive: Recei
                         splice.abandon(answer)
                     return False
             answer.waiter = None
-            if silent.cancelled_caught and not answer.ready and answer.stream is not None:
+            if waiter.cancelled_caught and not answer.ready and answer.stream is not None:  # the deadline: silent
                 await answer.stream.ping()
     except BaseException:
         splice.abandon(answer)  # a no-op once answered

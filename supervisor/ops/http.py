@@ -33,11 +33,12 @@ from urllib.parse import urlsplit
 
 import trio
 from pydantic import SecretStr
-from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 LOCAL_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_HOSTS_SEEN: Final = 64
+"""``Host`` values whose verdict ``HttpGuard`` keeps."""
 _WILDCARD_BINDS: Final = frozenset({"0.0.0.0", "::", ""})
 
 
@@ -74,6 +75,7 @@ class HttpGuard:
         self._paths = frozenset(paths)
         self._max_body_bytes = max_body_bytes
         self._refusing = False
+        self._hosts_seen: dict[bytes, bool] = {}
         self._posts_in_flight = 0
         self._idle = trio.Event()
         self._idle.set()
@@ -114,21 +116,37 @@ class HttpGuard:
         """The refusal for this request, or None to let it through (synchronous: no body is read)."""
         if self._refusing:
             return 503, "mcp-supervisor is shutting down"
-        headers = Headers(scope=scope)
-        if _hostname(headers.get("host", "")) not in self._names:
+        host = origin = authorization = declared = None
+        for name, value in scope["headers"]:  # lower-case names (ASGI); the first of each, as ``Headers.get``
+            if name == b"host":
+                host = value if host is None else host
+            elif name == b"origin":
+                origin = value if origin is None else origin
+            elif name == b"authorization":
+                authorization = value if authorization is None else authorization
+            elif name == b"content-length":
+                declared = value if declared is None else declared
+        if not self._host_allowed(host or b""):
             return 421, "Invalid Host header"
-        origin = headers.get("origin")
-        if origin is not None and (urlsplit(origin).hostname or "") not in self._names:
+        if origin is not None and (urlsplit(origin.decode("latin-1")).hostname or "") not in self._names:
             return 403, "Invalid Origin header"
-        refused = self._authorize(headers.get("authorization", "").encode(), scope["path"])
+        refused = self._authorize(authorization or b"", scope["path"])
         if refused is not None:
             return refused
         if scope["path"] not in self._paths:
             return 404, "Not found"
-        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._max_body_bytes:
             return 413, f"Request body too large (limit {self._max_body_bytes} bytes)"
         return None
+
+    def _host_allowed(self, value: bytes) -> bool:
+        """Whether a ``Host`` value names an allowed host; kept per value (a host sends the same one each time)."""
+        allowed = self._hosts_seen.get(value)
+        if allowed is None:
+            if len(self._hosts_seen) >= MAX_HOSTS_SEEN:  # a few names in use, not a stream of new ones: bounded
+                self._hosts_seen.clear()
+            allowed = self._hosts_seen[value] = _hostname(value.decode("latin-1")) in self._names
+        return allowed
 
     def _authorize(self, presented: bytes, path: str) -> tuple[int, str] | None:
         """401 for no known token, 403 for a view-bound token on another path, else None (let through)."""

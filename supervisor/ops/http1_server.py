@@ -321,6 +321,8 @@ class _Exchange:
 
     async def _drain(self) -> bool:
         """Read off what is left of the body the app did not read; whether the connection can go on."""
+        if self._body_done:
+            return True  # the usual case: the app read it all (no deadline to set up)
         drained = 0
         with trio.move_on_after(IDLE_SEC):
             while not self._body_done:

@@ -67,3 +67,22 @@ def test_view_tokens_alone_still_refuse_a_host_without_one() -> None:
     assert refused is not None and refused[0] == 401
     refused = guard._check(_scope("/mcp", "code-token"))
     assert refused is not None and refused[0] == 403
+
+
+def test_the_guard_reads_the_first_of_each_header_and_keeps_each_hosts_verdict() -> None:
+    guard = _guard()
+    path = view_path("")
+    admin = (b"authorization", b"Bearer admin")
+
+    def status(*headers: tuple[bytes, bytes]) -> int | None:
+        refused = guard._check({"type": "http", "method": "POST", "path": path, "headers": list(headers)})
+        return None if refused is None else refused[0]
+
+    assert status((b"host", b"127.0.0.1:1"), admin) is None
+    assert status((b"host", b"evil.example"), admin) == 421
+    assert status((b"host", b"127.0.0.1:1"), admin) is None  # each verdict kept, none mixed up
+    assert status((b"host", b"evil.example"), (b"host", b"127.0.0.1:1"), admin) == 421  # the first Host counts
+    assert status(admin) == 421  # no Host at all
+    assert status((b"host", b"127.0.0.1"), (b"authorization", b"Bearer wrong"), admin) == 401  # the first token
+    assert status((b"host", b"127.0.0.1"), (b"origin", b"http://evil.example"), admin) == 403
+    assert status((b"host", b"127.0.0.1"), admin, (b"content-length", b"2048")) == 413
