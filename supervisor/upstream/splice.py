@@ -67,6 +67,8 @@ class UpstreamSplice:
         self._ids = itertools.count(1)
         self._tails: dict[str, bytes] = {}
         """Request-line ends per host capabilities (``_tail_for``)."""
+        self._last_tail: tuple[Any, bytes] | None = None
+        """The last capabilities ``_tail_for`` was asked for, and their tail (one host: the same ones each call)."""
         self._lost = False
         self.modern = True
         """Whether the generation speaks 2026-07-28 (its requests carry our envelope); False: the handshake era."""
@@ -102,15 +104,22 @@ class UpstreamSplice:
         return {**envelope, CLIENT_CAPABILITIES_META_KEY: capabilities}
 
     def _tail_for(self, capabilities: Any) -> bytes:
-        """The end of a request line (``,"_meta":…}}``) declaring ``capabilities``; kept per distinct set."""
+        """The end of a request line (``,"_meta":…}}``) declaring ``capabilities``; kept per distinct set.
+
+        The last set asked for is compared first (a dict equality, not a sorted encoding per call).
+        """
         if not self.modern or capabilities is None or self.envelope.get(CLIENT_CAPABILITIES_META_KEY) == capabilities:
             return self._envelope_tail
+        last = self._last_tail
+        if last is not None and last[0] == capabilities:
+            return last[1]
         key = json.dumps(capabilities, sort_keys=True)
         tail = self._tails.get(key)
         if tail is None:
             if len(self._tails) >= MAX_HOST_TAILS:  # a few hosts, not a stream of new ones: bounded anyway
                 self._tails.clear()
             tail = self._tails[key] = b',"_meta":' + encode_ascii(self.envelope_for(capabilities)).encode() + b"}}\n"
+        self._last_tail = (capabilities, tail)
         return tail
 
     @property

@@ -83,3 +83,20 @@ def test_a_spliced_request_line_is_the_frame_of_its_message() -> None:
             expected = {**message, "params": {**params, "_meta": envelope}}
             line = receive.receive_nowait()
             assert line == frame(expected)
+
+
+def test_each_request_line_declares_its_own_hosts_capabilities_whichever_came_last() -> None:
+    # ``_tail_for`` compares with the last capabilities first: hosts taking turns must not get each other's.
+    caps_key = "io.modelcontextprotocol/clientCapabilities"
+    ours = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", caps_key: {"sampling": {}}}
+    splice = UpstreamSplice("srv", 60.0)
+    send, receive = anyio.create_memory_object_stream[Any](8)
+    splice.attach(send, None)
+    splice.set_envelope(ours)
+    turns: list[dict[str, Any] | None] = [{"roots": {}}, {"roots": {}}, {}, {"roots": {}}, None, {"elicitation": {}}]
+    with send, receive:
+        for capabilities in turns:
+            call = SplicedCall(1, splice.new_id(), cast(Any, None), cast(Any, None), 0.0, 60.0, cast(Any, None))
+            assert splice.submit(call, "echo", {}, capabilities=None if capabilities is None else dict(capabilities))
+            meta = json.loads(receive.receive_nowait())["params"]["_meta"]
+            assert meta[caps_key] == (ours[caps_key] if capabilities is None else capabilities)
