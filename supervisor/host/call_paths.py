@@ -23,14 +23,15 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    2026-era upstream names the host's log level, gets its log messages in wire
    order and its input rounds run in the sidecar; results take the host's
    era's shape. Over the HTTP front (its own answer, ``host.http_splice``):
-   a call as above without trace context, telemetry off, to a stdio
-   generation: a 2026-era host's to a 2026-era one (a handshake-era one may
-   ask its host something mid-call; the POST's own conditions are
+   a call as above, telemetry off, to a stdio generation: a 2026-era host's
+   without trace context to a 2026-era one (a handshake-era one may ask its
+   host something mid-call; the POST's own conditions are
    ``host.http_fast_calls``'s), a handshake-era session's to one of either
-   era, as on stdio: a handshake-era server's questions mid-call are asked on
-   the call's own response, a 2026-era server's log messages ride it and its
-   input rounds run in the sidecar (``host.http_handshake_calls``, with its
-   conditions on the POST and the session).
+   era, its trace context going upstream as it came, as on stdio: a
+   handshake-era server's questions mid-call are asked on the call's own
+   response, a 2026-era server's log messages ride it and its input rounds
+   run in the sidecar (``host.http_handshake_calls``, with its conditions on
+   the POST and the session).
 2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
    a 2026-era host, over either front; ``params`` as for the splice, but
    ``_meta`` may hold anything but a progress token (a log level included);
@@ -45,8 +46,8 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
 3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
    * a handshake-era host over HTTP, but for the splice's row (a session's
-     call with trace context, to an HTTP server, or not taken by its POST's
-     conditions): the SDK serves its era's shapes;
+     call to an HTTP server, or not taken by its POST's conditions): the SDK
+     serves its era's shapes;
    * a progress token: the upstream's notices need a token of ours;
    * ``inputResponses`` or ``requestState``: an input round's retry;
    * an ``outputSchema``: the SDK validates structured content against it;
@@ -138,9 +139,10 @@ def path_of(
     if upstream is None:
         return "sdk"
     splice = upstream.splice
-    # The HTTP front's own answer: a 2026-era host's calls to 2026-era servers, a handshake-era session's to either.
+    # The HTTP front's own answer: a 2026-era host's calls to 2026-era servers (no trace context: the fast path
+    # carries it), a handshake-era session's to either (its trace context goes upstream as it came).
     spliced_front = stdio_host or (
-        http_answer and splice is not None and (splice.modern or handshake_host) and call.carrier is None
+        http_answer and splice is not None and (handshake_host or (splice.modern and call.carrier is None))
     )
     if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"

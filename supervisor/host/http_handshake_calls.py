@@ -21,8 +21,9 @@ SDK's app for anything not taken here) when all of these hold:
   ``notifications/initialized``);
 * the body is one JSON-RPC ``tools/call`` request, its id not one of this
   session's calls in flight here, its params plain (``host.call_paths``: no
-  progress token, no trace context), and ``path_of`` says ``"splice"`` for it
-  (a stdio generation whose splice is ready), not shutting down.
+  progress token; trace context goes upstream as it came), and ``path_of``
+  says ``"splice"`` for it (a stdio generation whose splice is ready), not
+  shutting down.
 
 While the call runs, its session is held open (the idle countdown stops, as
 for a request the SDK serves: ``compat.sdk_sessions.holding``). Two more kinds
@@ -134,7 +135,7 @@ class HandshakeCalls:
         assert plain is not None and routed is not None
         tool, actor = routed
         asker = PostAsker(self, session_id, connection)
-        answer = self.splice.submit(host_id, tool, actor, plain.arguments, None, asker=asker)
+        answer = self.splice.submit(host_id, tool, actor, plain.arguments, None, asker=asker, carrier=plain.carrier)
         if answer is None:
             return None
         answer.stream = asker.stream = PostAnswer(send, _session_headers(session_id))

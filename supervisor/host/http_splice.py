@@ -42,10 +42,10 @@ call keeps, with the texts of the general path (the splice's own list,
 
 Which calls never come here, and why: a 2026-era host's call to a
 handshake-era upstream (which may ask its host something mid-call: the fast
-path's exchanges turn that into input rounds), a log level or a progress
-token of a 2026-era host asks for notices on the call's own stream (the
-fast path carries those), and trace context wants spans (telemetry on: the
-SDK path).
+path's exchanges turn that into input rounds), or with a log level, a
+progress token or trace context in its ``_meta`` (the fast path carries
+those); with telemetry on, any call (its spans are the SDK path's). A
+handshake-era session's trace context goes upstream as it came.
 
 Concurrency: ``submit``, ``abandon``, ``cancel`` and the answer's hand-over are
 synchronous. The POST's task is the only one of its call on this side: it
@@ -148,12 +148,15 @@ class HttpSplice:
         meta: Any,
         *,
         asker: Asker | None = None,
+        carrier: dict[str, Any] | None = None,
     ) -> HttpAnswer | None:
         """Send the call upstream now (no wait); its answer to come, or None: the splice cannot queue it at once
         (the fast path or the SDK's takes it).
 
         ``meta``: a 2026-era host's ``_meta`` (its envelope), whose client capabilities are declared upstream
         (issue 30). ``asker``: a handshake-era call's way to its host, for its upstream's questions (``adopt``).
+        ``carrier``: a handshake-era call's trace context (``_meta``'s ``traceparent``…), sent upstream as it came
+        (telemetry is off: ``host.http_fast_calls`` answers nothing while it is on).
         """
         upstream = actor.ready_upstream
         splice = upstream.splice if upstream is not None else None
@@ -169,7 +172,9 @@ class HttpSplice:
             capabilities = declared_capabilities(asker.connection)
             level = self._front.connection_log_level(asker.connection) or "debug"  # as ``HostCall.log_level``
             call.log_level, call.arguments = level, sent
-            call_meta = {**splice.envelope_for(capabilities), LOG_LEVEL_META_KEY: level}
+            call_meta = {**splice.envelope_for(capabilities), **(carrier or {}), LOG_LEVEL_META_KEY: level}
+        elif carrier is not None:
+            call_meta = carrier  # a handshake-era upstream's request carries no envelope
         if not splice.submit(call, tool.raw_name, sent, meta=call_meta, capabilities=capabilities):
             del self._waiting[call]
             return None

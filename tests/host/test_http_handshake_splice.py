@@ -183,6 +183,24 @@ async def test_a_plain_call_crosses_with_our_id_in_flight_on_its_server_and_its_
     assert front.calls.in_flight("fx") == 0
 
 
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake-era server", "2026-era server"])
+async def test_the_hosts_trace_context_goes_upstream_as_it_came(
+    modern: bool, make_upstream: Callable[..., _Upstream]
+) -> None:
+    carrier = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01", "tracestate": "k=v"}
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream, modern=modern) as (host, _, upstream):
+            got = host.post_soon(_call(_meta=carrier))
+            request = await upstream.request()
+            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
+            await trio.testing.wait_all_tasks_blocked()
+            _, answer = _json(got(), host.session_id)
+    meta = request["params"]["_meta"]
+    assert {key: meta[key] for key in carrier} == carrier and answer["result"] == {"content": []}
+    assert (LOG_LEVEL_META_KEY in meta) == modern  # to a 2026-era server, with the session's level and envelope
+    assert host.app.taken == {"handshake splice": 1}
+
+
 async def test_a_json_rpc_error_passes_through_as_a_200_and_the_actor_hears_of_it_for_its_heal(
     make_upstream: Callable[..., _Upstream],
 ) -> None:
@@ -357,7 +375,6 @@ async def test_a_call_to_a_2026_era_server_names_the_sessions_level_and_its_log_
         pytest.param({"session": "nope"}, {}, id="a session the manager does not serve"),
         pytest.param({"initialized": False}, {}, id="a session not initialized yet"),
         pytest.param({"terminated": True}, {}, id="a session the manager ended, its connection not yet gone"),
-        pytest.param({"meta": {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}}, {}, id="trace context"),
         pytest.param({"meta": {"progressToken": 1}}, {}, id="a progress token"),
         pytest.param({}, {"mcp-protocol-version": "2026-07-28"}, id="a 2026 version: not this era's"),
         pytest.param({}, {"accept": "application/json"}, id="JSON only: the SDK refuses it"),
