@@ -128,12 +128,10 @@ class PostAnswer:
 
     async def message(self, message: Mapping[str, Any]) -> None:
         """One JSON-RPC message before the answer (a notice, a request to the host), as an event."""
-        async with self._lock:
-            await self._as_events()
-            await self._send({"type": "http.response.body", "body": event(to_json(message)), "more_body": True})
+        await self.event_line(to_json(message))
 
     async def event_line(self, line: bytes) -> None:
-        """One framed JSON-RPC message (a line: ``wire.codec.frame``) before the answer, as an event."""
+        """One encoded JSON-RPC message (a framed line too: ``wire.codec.frame``) before the answer, as an event."""
         async with self._lock:
             await self._as_events()
             await self._send({"type": "http.response.body", "body": event(line.rstrip(b"\n")), "more_body": True})

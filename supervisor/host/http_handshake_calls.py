@@ -106,6 +106,8 @@ class HandshakeCalls:
 
     def take(self, session_id: str, scope: Scope, body: bytes, send: Send) -> tuple[str, Serve] | None:
         """(which kind, what answers it) if this POST is one of the module's three, else None (the SDK's app)."""
+        if not (self._calls or self._asked) and b'"tools/call"' not in body:
+            return None  # the session's other traffic (tools/list, notices, pings): not parsed here as well
         try:
             message = json.loads(body)
         except ValueError:

@@ -18,14 +18,9 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from supervisor.compat.sdk_sessions import holding, live_session
+from tests.host.test_http_front import INITIALIZE
 
 IDLE_SEC: Final = 30.0
-INITIALIZE: Final = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
 
 
 def _user(client_id: str) -> AuthenticatedUser:

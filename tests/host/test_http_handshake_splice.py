@@ -133,6 +133,12 @@ def _json(sent: list[dict[str, Any]], session_id: str) -> tuple[int, dict[str, A
     return start["status"], json.loads(body["body"])
 
 
+async def _answered(upstream: _Upstream, request: dict[str, Any], **reply: Any) -> None:
+    """The upstream answers ``request`` (``result=`` or ``error=``); returns once the POST's task wrote it."""
+    await upstream.answer({"jsonrpc": "2.0", "id": request["id"], **reply})
+    await trio.testing.wait_all_tasks_blocked()
+
+
 def _keeping_events(events: list[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
     """A ``watch`` that keeps the JSON-RPC message of each event the response sends, in order, in ``events``."""
 
@@ -175,8 +181,7 @@ async def test_a_plain_call_crosses_with_our_id_in_flight_on_its_server_and_its_
             request = await upstream.request()
             assert request["id"].startswith("mcp-supervisor/splice/") and "_meta" not in request["params"]
             assert front.calls.in_flight("fx") == 1  # its server may ask its host something: attributed to it
-            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": result})
-            await trio.testing.wait_all_tasks_blocked()
+            await _answered(upstream, request, result=result)
             status, answer = _json(got(), host.session_id)
     assert status == 200 and answer == {"jsonrpc": "2.0", "id": 7, "result": {"content": result["content"]}}
     assert host.app.taken == {"handshake splice": 1} and front.outcomes == ["ok"]
@@ -192,8 +197,7 @@ async def test_the_hosts_trace_context_goes_upstream_as_it_came(
         async with _session(make_upstream, modern=modern) as (host, _, upstream):
             got = host.post_soon(_call(_meta=carrier))
             request = await upstream.request()
-            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
-            await trio.testing.wait_all_tasks_blocked()
+            await _answered(upstream, request, result={"content": []})
             _, answer = _json(got(), host.session_id)
     meta = request["params"]["_meta"]
     assert {key: meta[key] for key in carrier} == carrier and answer["result"] == {"content": []}
@@ -209,8 +213,7 @@ async def test_a_json_rpc_error_passes_through_as_a_200_and_the_actor_hears_of_i
         async with _session(make_upstream) as (host, front, upstream):
             got = host.post_soon(_call())
             request = await upstream.request()
-            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "error": error})
-            await trio.testing.wait_all_tasks_blocked()
+            await _answered(upstream, request, error=error)
             status, answer = _json(got(), host.session_id)
     assert status == 200 and answer == {"jsonrpc": "2.0", "id": 7, "error": error}  # the era's status: no table
     assert upstream.healed == [("echo", INVALID_PARAMS)] and front.outcomes == ["rpc_error"]
@@ -297,8 +300,7 @@ async def test_the_servers_question_mid_call_rides_the_calls_response_and_the_ho
                 reply = await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
                 assert reply[0]["status"] == 202
             assert answers == [types.ListRootsResult(roots=[])]
-            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
-            await trio.testing.wait_all_tasks_blocked()
+            await _answered(upstream, request, result={"content": []})
             start, *_, last = got()
             assert dict(start["headers"])[b"content-type"] == b"text/event-stream"
             assert events[-1] == {"jsonrpc": "2.0", "id": 7, "result": {"content": []}} and last["more_body"] is False
@@ -358,8 +360,7 @@ async def test_a_call_to_a_2026_era_server_names_the_sessions_level_and_its_log_
                 }
                 assert await upstream.splice.deliver_notice(json.dumps(notice).encode()) is not None
             result = {"content": [], "resultType": "complete"}
-            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": result})
-            await trio.testing.wait_all_tasks_blocked()
+            await _answered(upstream, request, result=result)
             assert got()[-1]["more_body"] is False
     log = {"level": "error", "logger": "fx", "data": "error"}
     assert events == [
