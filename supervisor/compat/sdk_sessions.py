@@ -10,20 +10,19 @@ POST must still happen, and both read its private state:
   session is answered as if it did not exist), not terminated, and not past
   its idle timeout (``_server_instances``, ``_session_owners``, the
   transport's ``idle_scope``);
-* ``holding``: while the POST runs, the session's idle countdown is suspended,
-  and it restarts when the last request in flight ends, as
+* ``hold``: while the call runs, the session's idle countdown is suspended,
+  and it restarts when the last request in flight ends (its release), as
   ``StreamableHTTPServerTransport.handle_request`` does
   (``_requests_in_flight``, ``idle_scope.deadline``).
 
 ``tests/compat/test_sdk_sessions.py`` holds both to a real manager.
-Synchronous; nothing here awaits (the hold is entered and left without a checkpoint).
+Synchronous; nothing here awaits (a hold is taken and released without a checkpoint).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -51,18 +50,29 @@ def live_session(
     return transport
 
 
-@contextmanager
-def holding(transport: StreamableHTTPServerTransport) -> Iterator[None]:
-    """Hold ``transport``'s session open for the duration (its idle countdown suspended), as a request in flight."""
+def hold(transport: StreamableHTTPServerTransport) -> Callable[[], None]:
+    """Hold ``transport``'s session open (its idle countdown suspended), as a request in flight; the release.
+
+    The release may be called more than once: only its first call counts.
+    """
     idle, timeout = transport.idle_scope, transport._idle_timeout
     if idle is None or timeout is None:
-        yield
-        return
+        return _nothing
     transport._requests_in_flight += 1
     idle.deadline = math.inf
-    try:
-        yield
-    finally:
+    held = True
+
+    def release() -> None:
+        nonlocal held
+        if not held:
+            return
+        held = False
         transport._requests_in_flight -= 1
         if not transport._requests_in_flight:
             idle.deadline = anyio.current_time() + timeout
+
+    return release
+
+
+def _nothing() -> None:
+    """The release of a session with no idle countdown."""

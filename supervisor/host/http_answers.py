@@ -12,7 +12,9 @@ keepalive comments begin so that a proxy's idle timeout cannot cut it, as the
 SDK does (``_SSE_PING_INTERVAL``); the answer is then the stream's last event.
 
 Concurrency: the POST's own task and any task writing a message for its call
-(a watcher, an upstream's request handler) share one lock around ``send``.
+(a watcher, an upstream's request handler) share one lock around ``send``. A
+detached answer's writes (``send_now``) never wait, so they are atomic in
+whichever task makes them (the upstream's stdout pump writes the answer).
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import trio
-
 from supervisor.wire.codec import to_json
+from supervisor.wire.locks import QuickLock
 
 if TYPE_CHECKING:
-    from starlette.types import Scope, Send
+    from starlette.types import Message, Scope, Send
+
+    from supervisor.ops.http1_exchange import SendNow
 
 PING_SEC: Final = 15.0
 """A silent call's keepalive interval once it committed to an event stream (the SDK's ``_SSE_PING_INTERVAL``)."""
@@ -99,13 +102,24 @@ class PostAnswer:
     """One POST's response: JSON, or once it carried a message or was silent for ``PING_SEC``, an event stream.
 
     ``headers``: sent with either (a handshake-era session's ``Mcp-Session-Id``).
+    ``send_now``: a detached answer's send (``ops.http1_exchange.DETACH``),
+    which never waits: ``answer_now`` and ``ping_now`` write with it from any
+    task, and the async methods too (their lock is then never held across a
+    wait, so the synchronous ones need not take it).
     """
 
-    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        self._send = send
+    def __init__(
+        self, send: Send | None, headers: list[tuple[bytes, bytes]] | None = None, *, send_now: SendNow | None = None
+    ) -> None:
+        self._send_now = send_now
+        self._send: Send = send if send_now is None else self._sending_now  # type: ignore[assignment]
         self._headers = headers or []
-        self._lock = trio.Lock()
+        self._lock = QuickLock()
         self._events = False
+
+    async def _sending_now(self, message: Message) -> None:
+        assert self._send_now is not None
+        self._send_now(message)
 
     async def ping(self) -> None:
         """A keepalive comment on the event stream (which the response becomes, if not yet)."""
@@ -113,11 +127,22 @@ class PostAnswer:
             await self._as_events()
             await self._send(_PING)
 
+    def ping_now(self) -> None:
+        """``ping`` for a detached answer (a silent call, in its connection's task)."""
+        assert self._send_now is not None
+        if not self._events:
+            self._events = True
+            self._send_now(self._events_start())
+        self._send_now(_PING)
+
     async def _as_events(self) -> None:
         """Commit the response to ``text/event-stream``, once (under the lock)."""
         if not self._events:
             self._events = True
-            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + self._headers})
+            await self._send(self._events_start())
+
+    def _events_start(self) -> Message:
+        return {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + self._headers}
 
     async def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
         """A notice of the call (a log message): the response becomes an event stream, if not yet."""
@@ -139,12 +164,23 @@ class PostAnswer:
     async def answer(self, body: bytes, status: int) -> None:
         """The call's answer (one JSON-RPC message): the JSON body, or the stream's last event."""
         async with self._lock:
-            if self._events:
-                await self._send({"type": "http.response.body", "body": event(body), "more_body": False})
-                return
-            headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *self._headers]
-            await self._send({"type": "http.response.start", "status": status, "headers": headers})
-            await self._send({"type": "http.response.body", "body": body, "more_body": False})
+            for message in self._answer(body, status):
+                await self._send(message)
+
+    def answer_now(self, body: bytes, status: int) -> None:
+        """``answer`` for a detached answer: written now, in the caller's task (the upstream's stdout pump)."""
+        assert self._send_now is not None
+        for message in self._answer(body, status):
+            self._send_now(message)
+
+    def _answer(self, body: bytes, status: int) -> list[Message]:
+        if self._events:
+            return [{"type": "http.response.body", "body": event(body), "more_body": False}]
+        headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *self._headers]
+        return [
+            {"type": "http.response.start", "status": status, "headers": headers},
+            {"type": "http.response.body", "body": body, "more_body": False},
+        ]
 
 
 def event(message: bytes) -> bytes:

@@ -63,7 +63,8 @@ from supervisor.compat.sdk import modern_request_context
 from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
 from supervisor.host.http_answers import PING_SEC, PostAnswer, PostHeaders, post_headers
 from supervisor.host.http_handshake_calls import HandshakeCalls, handshake_session
-from supervisor.host.http_splice import HttpAnswer, HttpSplice, wait_for_answer
+from supervisor.host.http_splice import HttpAnswer, HttpSplice
+from supervisor.ops.http1_exchange import DETACH
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import to_json
 
@@ -125,16 +126,14 @@ class HttpFastCalls:
             await self._sdk(scope, _replaying(read, receive), send)
             return
         request_id, how = taken
-        if isinstance(how, HttpAnswer):
-            await _answer_spliced(self._splice, how, receive, send)
-        else:
+        if not isinstance(how, HttpAnswer):  # a spliced call's answer is detached: written by whoever has it
             await _answer(request_id, how, receive, send)
 
     async def _handshake_post(self, session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A handshake-era session's POST: answered by ``HandshakeCalls`` if it takes it, else by the SDK's app."""
         assert self.handshake is not None
         body, read = await _read_body(receive, self._max_body_bytes)
-        taken = self.handshake.take(session_id, scope, body, send) if body is not None else None
+        taken = self.handshake.take(session_id, scope, body) if body is not None else None
         if taken is None:
             self.taken["sdk"] += 1
             await self._sdk(scope, _replaying(read, receive), send)
@@ -146,7 +145,8 @@ class HttpFastCalls:
     def _take(self, scope: Scope, body: bytes) -> tuple[Any, Run | HttpAnswer] | None:
         """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here.
 
-        A call the splice carries is sent here, at once (``host.http_splice``): its answer is to come.
+        A call the splice carries is sent here, at once (``host.http_splice``), and its answer detached: whoever
+        settles the call writes it (the server's ``DETACH``; without it, the fast path takes the call).
         """
         try:
             request = json.loads(body)
@@ -175,10 +175,12 @@ class HttpFastCalls:
         tool, actor = routed
         if self._declares_mcp_headers(tool.definition.input_schema):
             return None
-        if path == "splice" and not front.shutting_down:
+        detach = scope.get("extensions", {}).get(DETACH) if path == "splice" and not front.shutting_down else None
+        if detach is not None:
             spliced = self._splice.submit(request_id, tool, actor, plain.arguments, params.get("_meta"))
             if spliced is not None:
                 self.taken["splice"] += 1
+                spliced.attach(detach)
                 return request_id, spliced
         self.taken["fast"] += 1
 
@@ -268,10 +270,3 @@ async def _watch(stream: PostAnswer, receive: Receive, call: trio.CancelScope) -
                 return
             continue
         await stream.ping()
-
-
-async def _answer_spliced(splice: HttpSplice, answer: HttpAnswer, receive: Receive, send: Send) -> None:
-    """Write a spliced call's answer once it comes; a hang-up abandons it upstream (the 2026 wire's cancel)."""
-    answer.stream = stream = PostAnswer(send)
-    if await wait_for_answer(splice, answer, receive):
-        await stream.answer(answer.body, answer.status)

@@ -26,7 +26,8 @@ SDK's app for anything not taken here) when all of these hold:
   shutting down.
 
 While the call runs, its session is held open (the idle countdown stops, as
-for a request the SDK serves: ``compat.sdk_sessions.holding``). Two more kinds
+for a request the SDK serves: ``compat.sdk_sessions.hold``), until its answer
+is written or its host hung up (``HttpAnswer.on_end``). Two more kinds
 of POST belong to such a call and are answered here, 202 as the SDK does:
 
 * the host's ``notifications/cancelled`` for it: the call is abandoned
@@ -38,10 +39,11 @@ of POST belong to such a call and are answered here, 202 as the SDK does:
   stream, with an id of ours (``ASK_ID_PREFIX``); the reply POST carries it.
 
 Concurrency: ``take`` is synchronous (no await between checking the session
-and holding it). Each call's POST is served in its own task; a question is
-written by the upstream's request handler task, under the response's lock
-(``host.http_answers.PostAnswer``), and waits for the reply POST's task to
-settle it. Tables are changed only in synchronous code.
+and holding it). A call's POST task returns once the call is sent: its answer
+is detached, written by whichever task settles the call (``host.http_splice``);
+a question is written by the upstream's request handler task (the response's
+writes never wait: ``host.http_answers.PostAnswer``), and waits for the reply
+POST's task to settle it. Tables are changed only in synchronous code.
 """
 
 from __future__ import annotations
@@ -60,14 +62,14 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor.calls.attribution import HostCall
 from supervisor.compat.sdk import request_context_on
-from supervisor.compat.sdk_sessions import holding, live_session
+from supervisor.compat.sdk_sessions import hold, live_session
 from supervisor.host.call_paths import path_of, plain_call
 from supervisor.host.http_answers import PostAnswer, PostHeaders
-from supervisor.host.http_splice import HttpAnswer, HttpSplice, wait_for_answer
+from supervisor.host.http_splice import HttpAnswer, HttpSplice
+from supervisor.ops.http1_exchange import DETACH
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
-    from mcp.server.streamable_http import StreamableHTTPServerTransport
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import Receive, Scope, Send
 
@@ -104,7 +106,7 @@ class HandshakeCalls:
     def front(self) -> Front:
         return self._front
 
-    def take(self, session_id: str, scope: Scope, body: bytes, send: Send) -> tuple[str, Serve] | None:
+    def take(self, session_id: str, scope: Scope, body: bytes) -> tuple[str, Serve] | None:
         """(which kind, what answers it) if this POST is one of the module's three, else None (the SDK's app)."""
         if not (self._calls or self._asked) and b'"tools/call"' not in body:
             return None  # the session's other traffic (tools/list, notices, pings): not parsed here as well
@@ -132,7 +134,11 @@ class HandshakeCalls:
             return None
         plain = plain_call(params, handshake_host=True)
         routed = self._front.route(plain.name) if plain is not None else None
-        if path_of(plain, routed, stdio_host=False, handshake_host=True, http_answer=True) != "splice":
+        detach = scope.get("extensions", {}).get(DETACH)
+        if (
+            detach is None
+            or path_of(plain, routed, stdio_host=False, handshake_host=True, http_answer=True) != "splice"
+        ):
             return None
         assert plain is not None and routed is not None
         tool, actor = routed
@@ -140,26 +146,17 @@ class HandshakeCalls:
         answer = self.splice.submit(host_id, tool, actor, plain.arguments, None, asker=asker, carrier=plain.carrier)
         if answer is None:
             return None
-        answer.stream = asker.stream = PostAnswer(send, _session_headers(session_id))
         key = (session_id, host_id)
         self._calls[key] = answer
-        return "splice", partial(self._serve, key, answer, transport)
+        release = hold(transport)  # the session stays open while the call runs
 
-    async def _serve(
-        self,
-        key: tuple[str, str | int],
-        answer: HttpAnswer,
-        transport: StreamableHTTPServerTransport,
-        receive: Receive,
-        send: Send,
-    ) -> None:
-        """Write the call's answer once it comes (nothing once the host hung up), holding its session open."""
-        try:
-            with holding(transport):
-                if await wait_for_answer(self.splice, answer, receive) and answer.stream is not None:
-                    await answer.stream.answer(answer.body, answer.status)
-        finally:
+        def ended() -> None:
             del self._calls[key]
+            release()
+
+        answer.on_end = ended
+        asker.stream = answer.attach(detach, _session_headers(session_id))
+        return "splice", _detached
 
     def _take_reply(self, session_id: str, scope: Scope, message: dict[str, Any]) -> tuple[str, Serve] | None:
         request_id = message.get("id")
@@ -274,6 +271,10 @@ class PostAsker:
 
 
 _ENDED: Final = {"error": {"code": INTERNAL_ERROR, "message": "mcp-supervisor: the call ended before its host replied"}}
+
+
+async def _detached(receive: Receive, send: Send) -> None:
+    """A spliced call's POST: its answer is detached (``HttpAnswer``), nothing is left for its task to do."""
 
 
 def _session_headers(session_id: str) -> list[tuple[bytes, bytes]]:

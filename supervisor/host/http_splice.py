@@ -48,17 +48,21 @@ those); with telemetry on, any call (its spans are the SDK path's). A
 handshake-era session's trace context goes upstream as it came.
 
 Concurrency: ``submit``, ``abandon``, ``cancel`` and the answer's hand-over are
-synchronous. The POST's task is the only one of its call on this side: it
-waits in a read for the host's hang-up (``wait_for_answer``), and the
-upstream's stdout pump, its deadline task or its transport's watcher hands the
-answer over by cancelling that read (``_settle``: no await between taking the
-call out of the table, filling the answer and cancelling). A call is answered
-once: by whichever of the answer, the timeout, the transport's loss, the
-host's cancel or hang-up takes it out of ``_waiting`` first.
+synchronous. The POST's task returns once its call is sent: its answer is
+detached (``ops.http1_exchange.DETACH``), so whichever task settles the call
+(the upstream's stdout pump, its deadline task, its transport's watcher, the
+host's cancel POST) writes the answer there and then (``_settle``: no await
+between taking the call out of the table and writing), and the connection's
+task, which reads for the next request anyway, is not woken for it. That
+task tells the call of the host's hang-up and of a silence (``HttpAnswer``). A
+call is answered once: by whichever of the answer, the timeout, the
+transport's loss, the host's cancel or hang-up takes it out of ``_waiting``
+first. Without the extension (another ASGI server) no call is spliced.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,15 +79,19 @@ from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
-    from starlette.types import Receive
 
     from supervisor.calls.attribution import HostCall
     from supervisor.calls.results import CallOutcome
     from supervisor.catalog.registry import RegisteredTool
     from supervisor.host.front import Front
+    from supervisor.ops.http1_exchange import SendNow, Watcher
     from supervisor.server_actor import ServerActor
     from supervisor.wire.large import Pieces
     from supervisor.wire.pipes import DirectWrite
+
+
+Detach = Callable[["Watcher", float], "SendNow"]
+"""The server's ``ops.http1_exchange.DETACH`` extension."""
 
 
 class Asker(Protocol):
@@ -101,20 +109,44 @@ class Asker(Protocol):
 
 @dataclass(slots=True, eq=False)
 class HttpAnswer:
-    """A spliced call's answer as its POST writes it: one JSON-RPC message, and the HTTP status for it.
+    """A spliced call's answer as its POST writes it: detached (``ops.http1_exchange.DETACH``), it is the server's
+    ``Watcher`` of that answer.
 
-    The POST's task waits for it in a read for the host's hang-up (``waiter``), which the answer cancels.
+    The POST's task returns once the call is sent (``attach``). Whoever settles
+    the call (the upstream's stdout pump, its deadline task, its transport's
+    watcher, the host's cancel) writes the answer at once with
+    ``stream.answer_now``; the connection's task tells it of a silence (a ping)
+    and of the host's hang-up (``HttpSplice.abandon`` for a 2026-era call, which
+    the hang-up cancels; ``forsake`` for a handshake-era one, which it does not).
     """
 
     call: SplicedCall
-    body: bytes = b""
-    status: int = 200
-    ready: bool = False
-    waiter: trio.CancelScope | None = None
+    splice: HttpSplice
     stream: PostAnswer | None = None
-    """The POST's response, set by its task before it waits (pings; a handshake-era call's messages before it)."""
+    """The POST's response (pings; a handshake-era call's messages before the answer); None once it hung up."""
     asker: Asker | None = None
     """A handshake-era call's: its upstream's requests to the host, asked on ``stream``."""
+    on_end: Callable[[], None] | None = None
+    """Called once the POST is over: its answer written, or its host gone."""
+
+    def attach(self, detach: Detach, headers: list[tuple[bytes, bytes]] | None = None) -> PostAnswer:
+        """Detach the POST's answer (its task returns now); the response it is written on."""
+        self.stream = PostAnswer(None, headers, send_now=detach(self, PING_SEC))
+        return self.stream
+
+    def silent(self) -> None:
+        if self.stream is not None:
+            self.stream.ping_now()
+
+    def hung_up(self) -> None:
+        if self.splice.handshake:
+            self.splice.forsake(self)
+        else:
+            self.splice.abandon(self)
+
+    def ended(self) -> None:
+        if self.on_end is not None:
+            self.on_end()
 
 
 class HttpSplice:
@@ -164,7 +196,7 @@ class HttpSplice:
             return None
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
-        answer = self._waiting[call] = HttpAnswer(call, asker=asker)
+        answer = self._waiting[call] = HttpAnswer(call, self, asker=asker)
         sent, capabilities, call_meta = tool.upstream_arguments(arguments), None, None
         if not self.handshake and isinstance(meta, dict):
             capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
@@ -283,9 +315,8 @@ class HttpSplice:
         answer = self._waiting.pop(call, None)
         if answer is None:
             return  # the host hung up meanwhile: JSON-RPC wants no answer
-        answer.body, answer.status, answer.ready = body, status, True
-        if answer.waiter is not None:
-            answer.waiter.cancel()  # the POST's read for a hang-up: it writes the answer now
+        if answer.stream is not None:
+            answer.stream.answer_now(body, status)  # in this task, now: the POST's task is not woken for it
         self._finish(answer, outcome)
 
     def _finish(self, answer: HttpAnswer, outcome: CallOutcome) -> None:
@@ -295,32 +326,3 @@ class HttpSplice:
         if answer.asker is not None:
             answer.asker.close()  # a question still waiting for the host fails: the call is over
         self._front.note_call(call.tool, outcome, trio.current_time() - call.started)
-
-
-async def wait_for_answer(splice: HttpSplice, answer: HttpAnswer, receive: Receive) -> bool:
-    """Wait in the POST's own task for ``answer`` (no watcher: one task per call); False: the host hung up first.
-
-    The task reads for the host's hang-up, and the answer's hand-over cancels
-    that read (``HttpAnswer.waiter``). A hang-up abandons a 2026-era call
-    upstream (the 2026 wire's cancel) and forsakes a handshake-era one (its
-    era cancels by notice only); this task's cancellation abandons either.
-    Silent for ``PING_SEC``: a ping on ``answer.stream``.
-    """
-    try:
-        while not answer.ready:
-            # One scope: its deadline is the next ping, and the answer's hand-over cancels it.
-            with trio.CancelScope(deadline=trio.current_time() + PING_SEC) as waiter:
-                answer.waiter = waiter
-                if (await receive())["type"] == "http.disconnect":
-                    if splice.handshake:
-                        splice.forsake(answer)
-                    else:
-                        splice.abandon(answer)
-                    return False
-            answer.waiter = None
-            if waiter.cancelled_caught and not answer.ready and answer.stream is not None:  # the deadline: silent
-                await answer.stream.ping()
-    except BaseException:
-        splice.abandon(answer)  # a no-op once answered
-        raise
-    return True

@@ -16,7 +16,9 @@ the body, in this order:
    ``RequestBodyLimitMiddleware`` stops reading at the limit).
 
 It also counts the POSTs in flight, so a graceful stop can wait (bounded, by
-its caller) until every answer has been written: ``wait_idle``.
+its caller) until every answer has been written: ``wait_idle``. A POST whose
+answer the app detached (``ops.http1_exchange.DETACH``) is in flight until
+that answer ends.
 
 The servers under it: ``ops.http1_server`` for the HTTP front, hypercorn's
 trio worker (``ops.hypercorn_worker``) for the admin endpoint.
@@ -27,14 +29,19 @@ they need no lock.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Collection
-from typing import Final
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 import trio
 from pydantic import SecretStr
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from supervisor.ops.http1_exchange import DETACH
+
+if TYPE_CHECKING:
+    from supervisor.ops.http1_exchange import SendNow, Watcher
 
 LOCAL_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_HOSTS_SEEN: Final = 64
@@ -105,12 +112,22 @@ class HttpGuard:
             return
         self._posts_in_flight += 1
         self._idle = trio.Event() if self._posts_in_flight == 1 else self._idle
+        extensions = scope.get("extensions")
+        detach = extensions.get(DETACH) if extensions is not None else None
+        post = _DetachablePost(self, detach) if detach is not None else None
+        if post is not None:
+            extensions[DETACH] = post.detach  # type: ignore[index]
         try:
             await self._app(scope, receive, send)
         finally:
-            self._posts_in_flight -= 1
-            if not self._posts_in_flight:
-                self._idle.set()
+            if post is None or not post.detached:
+                self.post_done()
+
+    def post_done(self) -> None:
+        """One POST fewer in flight: its answer is written (or its client gone)."""
+        self._posts_in_flight -= 1
+        if not self._posts_in_flight:
+            self._idle.set()
 
     def _check(self, scope: Scope) -> tuple[int, str] | None:
         """The refusal for this request, or None to let it through (synchronous: no body is read)."""
@@ -165,6 +182,41 @@ class HttpGuard:
         if path not in opened:
             return 403, "Forbidden: this token does not open this path"
         return None
+
+
+class _DetachablePost:
+    """A POST whose answer the app may detach (``ops.http1_exchange.DETACH``): in flight until that answer ends.
+
+    It stands between the server and the app's watcher, and counts the POST done at the watcher's ``ended``.
+    """
+
+    __slots__ = ("_detach", "_guard", "_watcher", "detached")
+
+    def __init__(self, guard: HttpGuard, detach: Callable[[Watcher, float], SendNow]) -> None:
+        self._guard = guard
+        self._detach = detach
+        self._watcher: Watcher | None = None
+        self.detached = False
+
+    def detach(self, watcher: Watcher, silent_sec: float) -> SendNow:
+        send_now = self._detach(self, silent_sec)
+        self._watcher, self.detached = watcher, True
+        return send_now
+
+    def silent(self) -> None:
+        assert self._watcher is not None
+        self._watcher.silent()
+
+    def hung_up(self) -> None:
+        assert self._watcher is not None
+        self._watcher.hung_up()
+
+    def ended(self) -> None:
+        assert self._watcher is not None
+        try:
+            self._watcher.ended()
+        finally:
+            self._guard.post_done()
 
 
 def _bearer(token: SecretStr) -> bytes:

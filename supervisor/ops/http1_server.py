@@ -34,13 +34,20 @@ The app's ``receive``, once the body is read, waits for the end of the
 connection (``http.disconnect``: the 2026 wire's cancellation), and returns it
 too once the answer is complete; bytes a client sends meanwhile (a pipelined
 request) are kept for the next request. ``send`` after the client left does
-nothing (uvicorn's rule; the app learns of it from ``receive``).
+nothing (uvicorn's rule; the app learns of it from ``receive``). An app may
+instead detach its answer, for another task to write without waiting
+(``ops.http1_exchange.DETACH``): the wire splice's answers are written by the
+upstream's stdout pump that read them.
 
 Concurrency: ``trio.serve_listeners`` runs one task per connection in this
-function's nursery; the request's app runs in it, and may call ``receive``
-from one task of its own while it sends from another: ``send``'s writes are
-serialized by a lock, and at most one task reads the socket at any time (the
-connection's task between requests, the app's reader during one). An app that
+function's nursery; the request's app runs in it (``ops.http1_exchange``), and
+may call ``receive`` from one task of its own while it sends from another:
+bytes leave in the order they were sent, and at most one task reads the
+socket at any time (the connection's task between requests and while a
+detached answer is due, the app's reader during one). The socket is read and
+written directly (``os.read`` once it is readable, ``os.write``), not through
+``trio.SocketStream``'s layers, except for a write the socket cannot take at
+once. An app that
 fails is logged, its request answered 500 if no answer was started, and its
 connection closed. Cancelling the caller closes the listener and every
 connection.
@@ -49,32 +56,26 @@ connection.
 from __future__ import annotations
 
 import logging
+import os
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote
 
 import trio
 
-from supervisor.ops.http1_request import PHRASES, Refused, Request, date_header, parse_head, refusal
+from supervisor.ops.http1_exchange import IDLE_SEC, MAX_DRAIN_BYTES, MAX_HEAD_BYTES, Ended, Exchange
+from supervisor.ops.http1_request import Refused, parse_head, refusal
 from supervisor.ops.listen import announce, bound_url, listening_socket
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message
+    from starlette.types import ASGIApp
 
 logger = logging.getLogger(__name__)
 
-MAX_HEAD_BYTES: Final = 16 * 1024
-"""A request's head at most (hypercorn's ``h11_max_incomplete_size``)."""
-IDLE_SEC: Final = 5.0
-"""How long a kept-alive connection waits for its next request (hypercorn's ``keep_alive_timeout``)."""
+__all__ = ["HEAD_SEC", "IDLE_SEC", "MAX_DRAIN_BYTES", "MAX_HEAD_BYTES", "serve_http1"]
+
 HEAD_SEC: Final = 10.0
 """How long a request's head may take to arrive once it started."""
-MAX_DRAIN_BYTES: Final = 64 * 1024
-"""Unread body a connection reads off to be reused; more, and it is closed instead."""
 RECEIVE_BYTES: Final = 64 * 1024
-_ASGI: Final = {"version": "3.0", "spec_version": "2.3"}
-_NO_BODY: Final = frozenset({204, 304})
-_CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 async def serve_http1(
@@ -120,10 +121,6 @@ async def _serve_connection(app: ASGIApp, stream: trio.SocketStream) -> None:
         await trio.aclose_forcefully(stream)
 
 
-class _Ended(Exception):
-    """The connection ended (or broke) where more of a request was due."""
-
-
 class _Connection:
     """One client connection: the bytes read off it that no request has used yet, and its addresses."""
 
@@ -131,6 +128,8 @@ class _Connection:
         self.app = app
         self.stream = stream
         self.buffer = bytearray()
+        self._fd = stream.socket.fileno()
+        """Its socket's: the server reads and writes it directly (``fill``, ``write_now``); closed only at the end."""
         self.client = _address(stream.socket.getpeername())
         self.server = _address(stream.socket.getsockname())
 
@@ -140,7 +139,7 @@ class _Connection:
                 head = await self._read_head()
                 if head is None:
                     return
-                exchange = _Exchange(self, parse_head(head))
+                exchange = Exchange(self, parse_head(head))
             except Refused as refused:
                 await self.stream.send_all(refusal(refused.status, refused.text))
                 return
@@ -148,36 +147,59 @@ class _Connection:
                 return
 
     async def fill(self) -> None:
-        """Read more into ``buffer``; ``_Ended`` at the connection's end or failure."""
+        """Read more into ``buffer``; ``Ended`` at the connection's end or failure.
+
+        It parks first and reads once the socket is readable: it is called when the bytes it wants are not
+        there yet (the next request, the rest of a body, a hang-up), so a read first would mostly fail.
+        """
+        fd = self._fd
+        while True:
+            try:
+                await trio.lowlevel.wait_readable(fd)
+                data = os.read(fd, RECEIVE_BYTES)  # a socket's read(2) is its recv()
+            except BlockingIOError:
+                continue  # a spurious report
+            except (trio.ClosedResourceError, OSError) as exc:
+                raise Ended from exc
+            if not data:
+                raise Ended
+            self.buffer += data
+            return
+
+    async def send_all(self, data: bytes | memoryview) -> None:
+        await self.stream.send_all(data)
+
+    def write_now(self, data: bytes | memoryview) -> int | None:
+        """One non-blocking write of ``data``: the bytes the socket took (0: its buffer is full), None: it broke."""
         try:
-            data = await self.stream.receive_some(RECEIVE_BYTES)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            raise _Ended from exc
-        if not data:
-            raise _Ended
-        self.buffer += data
+            return os.write(self._fd, data)  # a socket's write(2) is its send(); SIGPIPE is ignored by Python
+        except BlockingIOError:
+            return 0
+        except OSError:
+            return None
 
     async def _read_head(self) -> bytes | None:
         """The next request's head (None: the client closed, or stayed idle, between requests)."""
         buffer = self.buffer
-        started = False
+        started = timed = False
         with trio.move_on_after(IDLE_SEC) as deadline:
             while True:
                 if not started:
                     while buffer[:2] == b"\r\n":  # empty lines before a request are ignored (RFC 9112 2.2)
                         del buffer[:2]
-                    if buffer:
-                        started = True
-                        deadline.deadline = trio.current_time() + HEAD_SEC
+                    started = bool(buffer)
                 if started:
                     end = buffer.find(b"\r\n\r\n")
                     if end >= 0:
                         break
                     if len(buffer) > MAX_HEAD_BYTES:
                         raise Refused(431, "Request header fields too large")
+                    if not timed:  # a head that came whole (the usual case) needs no deadline of its own
+                        timed = True
+                        deadline.deadline = trio.current_time() + HEAD_SEC
                 try:
                     await self.fill()
-                except _Ended:
+                except Ended:
                     return None  # before or within a head: there is nobody to answer
         if deadline.cancelled_caught:
             if started:
@@ -188,233 +210,6 @@ class _Connection:
         head = bytes(buffer[:end])
         del buffer[: end + 4]
         return head
-
-
-class _Exchange:
-    """One request and its answer: the scope, and the ``receive`` and ``send`` the app gets."""
-
-    def __init__(self, connection: _Connection, request: Request) -> None:
-        self._connection = connection
-        self._request = request
-        self._body_left = request.length
-        """Bytes left of the body (``Content-Length``) or of this chunk (``chunked``)."""
-        self._body_done = not request.chunked and not request.length
-        self._body_given = False
-        self._keep_alive = request.keep_alive
-        self._continue_due = request.expect_continue
-        self._status = 0
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._started = self._head_sent = self._complete = self._gone = False
-        self._framing = b""
-        """How the answer's body is framed: ``b"length"``, ``b"chunked"``, ``b"close"``, ``b"none"``."""
-        self._length_left: int | None = None
-        """Bytes of a ``Content-Length`` answer still due (-1: a length that is not one)."""
-        self._send_lock = trio.Lock()
-        self._waiting: trio.CancelScope | None = None
-
-    async def run(self) -> bool:
-        """Run the app on the request; whether the connection may serve another."""
-        request = self._request
-        raw_path, _, query = request.target.partition(b"?")
-        scope: dict[str, Any] = {
-            "type": "http",
-            "asgi": _ASGI,
-            "http_version": "1.0" if request.http10 else "1.1",
-            "method": request.method,
-            "scheme": "http",
-            "path": unquote(raw_path.decode("ascii")),
-            "raw_path": raw_path,
-            "query_string": query,
-            "root_path": "",
-            "headers": request.headers,
-            "client": self._connection.client,
-            "server": self._connection.server,
-        }
-        try:
-            await self._connection.app(scope, self._receive, self._send)
-        except Exception:
-            logger.exception("the HTTP front failed on %s %s", request.method, scope["path"])
-            if not self._started:
-                await self._connection.stream.send_all(refusal(500, "Internal Server Error"))
-            return False
-        if not self._complete:
-            if not self._started:  # the app answered nothing
-                await self._connection.stream.send_all(refusal(500, "Internal Server Error"))
-            return False
-        return self._keep_alive and not self._gone and await self._drain()
-
-    async def _receive(self) -> Message:
-        if self._gone or self._complete:
-            return {"type": "http.disconnect"}
-        if not self._body_done or not self._body_given:
-            self._body_given = True  # a request without a body is still one (empty) http.request message
-            if self._body_done:
-                return {"type": "http.request", "body": b"", "more_body": False}
-            if self._continue_due:
-                self._continue_due = False
-                await self._write(_CONTINUE)
-            try:
-                body = await self._body()
-            except (_Ended, Refused):  # the end, or a chunk framing that is not one: the request cannot be read on
-                self._gone = True
-                return {"type": "http.disconnect"}
-            return {"type": "http.request", "body": body, "more_body": not self._body_done}
-        await self._wait_for_end()
-        return {"type": "http.disconnect"}
-
-    async def _wait_for_end(self) -> None:
-        """Read until the connection ends, or the answer is complete (``send`` cancels the wait)."""
-        connection = self._connection
-        with trio.CancelScope() as self._waiting:
-            while not self._complete:
-                if len(connection.buffer) > MAX_HEAD_BYTES:
-                    await trio.sleep_forever()  # enough of a next request kept: read on after this answer
-                try:
-                    await connection.fill()
-                except _Ended:
-                    self._gone = True
-                    break
-        self._waiting = None
-
-    async def _body(self) -> bytes:
-        """The next bytes of the body (``b""`` at the end of a chunked one)."""
-        connection = self._connection
-        buffer = connection.buffer
-        if self._request.chunked and not self._body_left:
-            await self._chunk_start()
-            if self._body_done:
-                return b""
-        if not buffer:
-            await connection.fill()
-        take = min(self._body_left, len(buffer))
-        data = bytes(buffer[:take])
-        del buffer[:take]
-        self._body_left -= take
-        if not self._body_left:
-            if self._request.chunked:
-                if await self._line():
-                    raise Refused(400, "A chunk longer than its size")
-            else:
-                self._body_done = True
-        return data
-
-    async def _chunk_start(self) -> None:
-        """Read a chunk's size line; past the last chunk, the trailers (skipped), and the body is done."""
-        size = (await self._line()).partition(b";")[0].strip()
-        if not size or len(size) > 16 or size.strip(b"0123456789abcdefABCDEF"):
-            raise Refused(400, "Not a chunk size")
-        self._body_left = int(size, 16)
-        if not self._body_left:
-            while await self._line():
-                pass
-            self._body_done = True
-
-    async def _line(self) -> bytes:
-        connection = self._connection
-        while (end := connection.buffer.find(b"\r\n")) < 0:
-            if len(connection.buffer) > MAX_HEAD_BYTES:
-                raise Refused(400, "A chunk line beyond the head limit")
-            await connection.fill()
-        line = bytes(connection.buffer[:end])
-        del connection.buffer[: end + 2]
-        return line
-
-    async def _drain(self) -> bool:
-        """Read off what is left of the body the app did not read; whether the connection can go on."""
-        if self._body_done:
-            return True  # the usual case: the app read it all (no deadline to set up)
-        drained = 0
-        with trio.move_on_after(IDLE_SEC):
-            while not self._body_done:
-                try:
-                    drained += len(await self._body())
-                except (_Ended, Refused):
-                    return False
-                if drained > MAX_DRAIN_BYTES:
-                    return False
-            return True
-        return False
-
-    async def _send(self, message: Message) -> None:
-        kind = message["type"]
-        if kind == "http.response.start":
-            if self._started:
-                raise RuntimeError("http.response.start sent twice")
-            self._started = True
-            self._status = message["status"]
-            self._headers = list(message.get("headers", ()))
-            if not any(name.lower() == b"content-length" for name, _ in self._headers):
-                # A streamed answer (an event stream): its head goes now, so the client sees it has begun.
-                self._head_sent = True
-                await self._write(self._head(None))
-            return
-        if kind != "http.response.body":
-            raise RuntimeError(f"an ASGI message this server does not serve: {kind!r}")
-        if not self._started or self._complete:
-            raise RuntimeError("http.response.body before http.response.start, or after the last one")
-        body: bytes = message.get("body", b"")
-        more = message.get("more_body", False)
-        out = b"" if self._head_sent else self._head(None if more else len(body))
-        if self._framing == b"chunked":
-            if body:
-                out += b"%x\r\n%b\r\n" % (len(body), body)
-            if not more:
-                out += b"0\r\n\r\n"
-        elif self._framing != b"none":
-            out += body
-            if self._length_left is not None:
-                self._length_left -= len(body)
-        self._head_sent = True
-        if not more:
-            self._complete = True
-            if self._length_left:  # fewer or more bytes than its Content-Length: the client cannot frame another
-                self._keep_alive = False
-        if out and not self._gone:
-            await self._write(out)
-        if self._complete and self._waiting is not None:
-            self._waiting.cancel()
-
-    async def _write(self, data: bytes) -> None:
-        async with self._send_lock:
-            try:
-                await self._connection.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                self._gone = True  # uvicorn's rule: the app learns of it from receive
-
-    def _head(self, length: int | None) -> bytes:
-        """The answer's status line and headers; sets the body's framing (``length``: a single body's size)."""
-        status = self._status
-        lines = [b"HTTP/1.1 %d %b\r\n" % (status, PHRASES.get(status, b""))]
-        declared = False
-        for name, value in self._headers:
-            lowered = name.lower()
-            if lowered == b"content-length":
-                declared = True
-                self._length_left = int(value) if value.strip().isdigit() else -1
-            elif lowered == b"transfer-encoding":
-                continue  # the framing is this server's
-            elif lowered == b"connection" and b"close" in value.lower():
-                self._keep_alive = False
-                continue
-            lines.append(b"%b: %b\r\n" % (name, value))
-        if status in _NO_BODY or status < 200 or self._request.method == "HEAD":
-            self._framing = b"none"
-        elif declared:
-            self._framing = b"length"
-        elif length is not None:
-            self._framing = b"length"
-            self._length_left = length
-            lines.append(b"content-length: %d\r\n" % length)
-        elif self._request.http10:
-            self._framing = b"close"
-            self._keep_alive = False
-        else:
-            self._framing = b"chunked"
-            lines.append(b"transfer-encoding: chunked\r\n")
-        if not self._keep_alive:
-            lines.append(b"connection: close\r\n")
-        lines.append(b"date: %b\r\n\r\n" % date_header())
-        return b"".join(lines)
 
 
 def _address(address: Any) -> tuple[str, int] | None:

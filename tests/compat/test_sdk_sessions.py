@@ -17,7 +17,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from supervisor.compat.sdk_sessions import holding, live_session
+from supervisor.compat.sdk_sessions import hold, live_session
 from tests.host.test_http_front import INITIALIZE
 
 IDLE_SEC: Final = 30.0
@@ -89,18 +89,21 @@ async def test_a_session_is_live_for_its_own_credential_only_and_not_once_termin
             assert live_session(manager, open_id, None) is None
 
 
-async def test_holding_a_session_stops_its_idle_countdown_until_the_last_hold_ends() -> None:
+async def test_holding_a_session_stops_its_idle_countdown_until_the_last_hold_is_released() -> None:
     with trio.fail_after(10):
         async with _manager() as manager:
             transport = live_session(manager, await _initialize(manager), None)
             assert transport is not None and transport.idle_scope is not None
             idle = transport.idle_scope
             assert idle.deadline < float("inf")  # the initialize ended: counting down
-            with holding(transport):
-                assert idle.deadline == float("inf")
-                with holding(transport):
-                    assert idle.deadline == float("inf")
-                assert idle.deadline == float("inf")  # one hold is left
+            release = hold(transport)
+            assert idle.deadline == float("inf")
+            release_inner = hold(transport)
+            assert idle.deadline == float("inf")
+            release_inner()
+            release_inner()  # a second release of the same hold counts for nothing
+            assert idle.deadline == float("inf")  # one hold is left
+            release()
             assert trio.current_time() < idle.deadline <= trio.current_time() + IDLE_SEC
             idle.cancel()  # the countdown ran out: not live any more
             assert live_session(manager, transport.mcp_session_id or "", None) is None

@@ -35,9 +35,11 @@ from mcp_types import (
 )
 
 from supervisor.calls.attribution import CallTracker
+from supervisor.compat.sdk_sessions import live_session
 from supervisor.host.http_fast_calls import HttpFastCalls
 from supervisor.host.http_handshake_calls import ASK_ID_PREFIX
 from tests.compat.test_sdk_sessions import _initialize
+from tests.host import detaching
 from tests.host.test_http_fast_calls import LIMIT, _FakeSdk
 from tests.host.test_http_splice import _Front, _Upstream
 
@@ -89,26 +91,8 @@ class _Host:
         headers: dict[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         """POST ``message``; what the app sent back (the host stays until the answer, or hangs up at ``hang_up``)."""
-        scope = {"type": "http", "method": "POST", "headers": self.headers(**(headers or {}))}
-        incoming = [{"type": "http.request", "body": json.dumps(message).encode(), "more_body": False}]
-        answered = trio.Event()
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            if incoming:
-                return incoming.pop(0)
-            await (answered if hang_up is None else hang_up).wait()
-            return {"type": "http.disconnect"}
-
-        async def send(reply: dict[str, Any]) -> None:
-            sent.append(reply)
-            if watch is not None:
-                watch(reply)
-            if not reply.get("more_body", True):
-                answered.set()
-
-        await self.app(scope, receive, send)  # type: ignore[arg-type]
-        return sent
+        body = json.dumps(message).encode()
+        return await detaching.post(self.app, self.headers(**(headers or {})), body, hang_up=hang_up, watch=watch)
 
     def post_soon(self, message: dict[str, Any], **options: Any) -> Callable[[], list[dict[str, Any]]]:
         """POST in a task of its own; a getter for what it got, once done."""
@@ -177,14 +161,22 @@ async def test_a_plain_call_crosses_with_our_id_in_flight_on_its_server_and_its_
     result = {"content": [{"type": "text", "text": "hi"}], "resultType": "complete", "_meta": {SERVER_INFO_META_KEY: 1}}
     with trio.fail_after(BOUND_SEC):
         async with _session(make_upstream) as (host, front, upstream):
+            assert host.app.handshake is not None
+            transport = live_session(host.app.handshake._manager, host.session_id, None)
+            assert transport is not None and transport.idle_scope is not None
             got = host.post_soon(_call())
             request = await upstream.request()
             assert request["id"].startswith("mcp-supervisor/splice/") and "_meta" not in request["params"]
             assert front.calls.in_flight("fx") == 1  # its server may ask its host something: attributed to it
+            assert transport.idle_scope.deadline == float("inf")  # the session is held open while the call runs
             await _answered(upstream, request, result=result)
             status, answer = _json(got(), host.session_id)
+            assert transport.idle_scope.deadline < float("inf")  # its answer written: the hold is released
+            again = host.post_soon(_call())  # the same id, now free again
+            await _answered(upstream, await upstream.request(), result=result)
+            assert _json(again(), host.session_id)[1]["id"] == 7
     assert status == 200 and answer == {"jsonrpc": "2.0", "id": 7, "result": {"content": result["content"]}}
-    assert host.app.taken == {"handshake splice": 1} and front.outcomes == ["ok"]
+    assert host.app.taken == {"handshake splice": 2} and front.outcomes == ["ok", "ok"]
     assert front.calls.in_flight("fx") == 0
 
 

@@ -26,6 +26,7 @@ from mcp_types import INVALID_PARAMS, PROTOCOL_VERSION_META_KEY, SERVER_INFO_MET
 from supervisor.host.http_answers import PING_SEC
 from supervisor.host.http_fast_calls import HttpFastCalls
 from supervisor.upstream.splice import UpstreamSplice
+from tests.host import detaching
 from tests.host.test_http_fast_calls import BODY, HEADERS, LIMIT, _FakeSdk
 
 MODERN: Final = "2026-07-28"
@@ -105,30 +106,8 @@ async def _post(
     ``watch`` sees each message the app sends, as it is sent.
     """
     app = HttpFastCalls(front, _FakeSdk(), LIMIT)  # type: ignore[arg-type]
-    scope = {"type": "http", "method": "POST", "headers": [(k.encode(), v.encode()) for k, v in HEADERS.items()]}
-    incoming = [{"type": "http.request", "body": BODY, "more_body": False}]
-    answered = trio.Event()
-
-    async def receive() -> dict[str, Any]:
-        if incoming:
-            return incoming.pop(0)
-        if hang_up is not None:
-            await hang_up.wait()
-        else:
-            await answered.wait()
-        return {"type": "http.disconnect"}
-
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-        if watch is not None:
-            watch(message)
-        if not message.get("more_body", True):
-            answered.set()
-
-    await app(scope, receive, send)  # type: ignore[arg-type]
-    return app, sent
+    headers = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
+    return app, await detaching.post(app, headers, BODY, hang_up=hang_up, watch=watch)
 
 
 def _answer_of(sent: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
