@@ -56,30 +56,46 @@ class PostHeaders:
     """``Mcp-Session-Id`` (a handshake-era session's; None: absent)."""
     mcp_params: bool
     """Whether any ``Mcp-Param-*`` header came (the SDK checks those against the tool's schema)."""
+    routing: dict[str, str]
+    """The routing headers that came (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``), decoded, by
+    lower-case name: what the SDK's ``classify_inbound_request`` reads of a request's headers."""
+    duplicated_routing: bool
+    """Whether one of them came twice (the SDK's ``find_duplicated_routing_header``: refused)."""
 
 
 def post_headers(scope: Scope) -> PostHeaders | None:
     """What a POST's raw ASGI headers (lower-case names) say, if it has JSON content and an ``Accept`` of both
     JSON and event streams (the SDK's rule, wildcards and all); None: only the SDK's app answers it."""
     version = method = session_id = content_type = accept = None
-    mcp_params = False
+    mcp_params = duplicated = False
+    routing: dict[str, str] = {}
     for name, value in scope["headers"]:
         if name == b"accept":
             if accept is None:  # the first, as the SDK reads it (starlette's ``Headers.get``)
                 accept = value
-        elif name == b"mcp-protocol-version":
-            version = value.decode("latin-1")
-        elif name == b"mcp-method":
-            method = value
         elif name == b"content-type":
             content_type = value
         elif name == b"mcp-session-id":
             session_id = value.decode("latin-1")
-        elif name.startswith(b"mcp-param-"):
-            mcp_params = True
+        elif name.startswith(b"mcp-"):
+            key = _ROUTING.get(name)
+            if key is not None:
+                duplicated = duplicated or key in routing
+                routing[key] = value.decode("latin-1")
+                if name == b"mcp-protocol-version":
+                    version = routing[key]
+                elif name == b"mcp-method":
+                    method = value
+            elif name.startswith(b"mcp-param-"):
+                mcp_params = True
     if content_type is None or not content_type.lower().startswith(b"application/json"):
         return None
-    return PostHeaders(version, method, session_id, mcp_params) if accepts_json_and_events(accept) else None
+    if not accepts_json_and_events(accept):
+        return None
+    return PostHeaders(version, method, session_id, mcp_params, routing, duplicated)
+
+
+_ROUTING: Final = {name.encode(): name for name in ("mcp-protocol-version", "mcp-method", "mcp-name")}
 
 
 def accepts_json_and_events(accept: bytes | None) -> bool:

@@ -52,7 +52,6 @@ from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundModernRoute,
     classify_inbound_request,
-    find_duplicated_routing_header,
     find_invalid_x_mcp_header,
     x_mcp_header_map,
 )
@@ -109,7 +108,7 @@ class HttpFastCalls:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = post_headers(scope) if scope["method"] == "POST" and not TELEMETRY.on else None
         if headers is not None and _modern_call(headers):
-            await self._modern_post(scope, receive, send)
+            await self._modern_post(headers, scope, receive, send)
         elif headers is not None and self.handshake is not None and handshake_session(headers):
             assert headers.session_id is not None
             await self._handshake_post(headers.session_id, scope, receive, send)
@@ -117,10 +116,10 @@ class HttpFastCalls:
             self.taken["sdk"] += 1
             await self._sdk(scope, receive, send)
 
-    async def _modern_post(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _modern_post(self, headers: PostHeaders, scope: Scope, receive: Receive, send: Send) -> None:
         """A 2026 ``tools/call`` POST by its headers: answered here if ``_take`` takes it, else by the SDK's app."""
         body, read = await _read_body(receive, self._max_body_bytes)
-        taken = self._take(scope, body) if body is not None else None
+        taken = self._take(headers, scope, body) if body is not None else None
         if taken is None:
             self.taken["sdk"] += 1
             await self._sdk(scope, _replaying(read, receive), send)
@@ -142,7 +141,7 @@ class HttpFastCalls:
         self.taken[f"handshake {kind}"] += 1
         await serve(receive, send)
 
-    def _take(self, scope: Scope, body: bytes) -> tuple[Any, Run | HttpAnswer] | None:
+    def _take(self, headers: PostHeaders, scope: Scope, body: bytes) -> tuple[Any, Run | HttpAnswer] | None:
         """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here.
 
         A call the splice carries is sent here, at once (``host.http_splice``), and its answer detached: whoever
@@ -157,10 +156,9 @@ class HttpFastCalls:
         request_id, params = request.get("id"), request.get("params")
         if isinstance(request_id, bool) or not isinstance(request_id, str | int) or not isinstance(params, dict):
             return None
-        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
-        if find_duplicated_routing_header(headers) is not None:
+        if headers.duplicated_routing:  # the SDK's ``find_duplicated_routing_header``, read in ``post_headers``
             return None
-        verdict = classify_inbound_request(request, headers=dict(headers))
+        verdict = classify_inbound_request(request, headers=headers.routing)
         if not isinstance(verdict, InboundModernRoute):
             return None
         plain = plain_call(params, handshake_host=False)

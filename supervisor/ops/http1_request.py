@@ -4,7 +4,7 @@
 (what the ASGI scope says, and how its body is framed), or raises ``Refused``
 with the status that says what is wrong; ``refusal`` is that answer's bytes.
 What is refused is what request smuggling is made of (``ops.http1_server``
-lists it). Pure functions: no I/O, no state.
+lists it). No I/O; the only state is the names already checked (bounded).
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from typing import Final
 
 MAX_HEADERS: Final = 100
 """Header fields a request may have (431 beyond)."""
+MAX_NAMES_SEEN: Final = 256
+"""Header names whose check and lower-casing ``parse_head`` keeps."""
 _TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BARE_CR_LF_NUL: Final = re.compile(rb"\r(?!\n)|(?<!\r)\n|\0")
+_NAMES_SEEN: dict[bytes, bytes] = {}
+"""A header name as it came (a token, checked) -> lower-cased."""
 PHRASES: Final = {status.value: status.phrase.encode() for status in HTTPStatus}
 """Each status code's reason phrase."""
 
@@ -50,7 +53,8 @@ class Request:
 
 def parse_head(head: bytes) -> Request:
     """The request of ``head``, or ``Refused`` with the status that says what is wrong with it."""
-    if _BARE_CR_LF_NUL.search(head):
+    pairs = head.count(b"\r\n")  # every CR and every LF is one of a CRLF pair iff the counts agree
+    if head.count(b"\r") != pairs or head.count(b"\n") != pairs or b"\0" in head:
         raise Refused(400, "Bare CR, LF or NUL in the request head")
     request_line, *lines = head.split(b"\r\n")
     parts = request_line.split(b" ")
@@ -64,11 +68,17 @@ def parse_head(head: bytes) -> Request:
     if len(lines) > MAX_HEADERS:
         raise Refused(431, "Too many request header fields")
     headers = []
+    names = _NAMES_SEEN
     for line in lines:
         name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name):
-            raise Refused(400, "Not a header field line")
-        headers.append((name.lower(), value.strip(b" \t")))
+        lowered = names.get(name) if colon else None
+        if lowered is None:
+            if not colon or not _TOKEN.fullmatch(name):
+                raise Refused(400, "Not a header field line")
+            if len(names) >= MAX_NAMES_SEEN:  # a host sends the same few names each time: bounded all the same
+                names.clear()
+            lowered = names[name] = name.lower()
+        headers.append((lowered, value.strip(b" \t")))
     request = Request(method.decode("ascii"), target, version == b"HTTP/1.0", headers)
     _frame(request)
     return request

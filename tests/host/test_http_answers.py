@@ -1,9 +1,10 @@
-"""``host.http_answers.accepts_json_and_events`` is the SDK's ``check_accept_headers`` rule on the raw value."""
+"""``host.http_answers`` reads a POST's headers as the SDK would: its Accept rule, its routing headers."""
 
 from __future__ import annotations
 
 import pytest
 from mcp.server.streamable_http import check_accept_headers
+from mcp.shared.inbound import find_duplicated_routing_header
 from starlette.requests import Request
 
 from supervisor.host.http_answers import accepts_json_and_events, post_headers
@@ -42,3 +43,29 @@ def test_a_post_without_accept_or_json_content_is_the_sdks_and_the_first_accept_
     assert post_headers(scope((b"accept", b"text/html"), both)) is None  # starlette's Headers.get: the first
     assert post_headers({"type": "http", "headers": [both, (b"content-type", b"text/plain")]}) is None
     assert accepts_json_and_events(None) is False
+
+
+ROUTING_CASES = [
+    [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "mcp__fx__echo")],
+    [("mcp-method", "tools/call"), ("mcp-method", "tools/list")],  # twice: refused by the SDK
+    [("mcp-name", "a"), ("x-other", "b"), ("mcp-name", "a")],  # twice, even with the same value
+    [("mcp-protocol-version", "2026-07-28"), ("mcp-param-region", "eu"), ("mcp-session-id", "s")],
+    [("mcp-name", "caf\u00e9")],  # latin-1, as starlette decodes it
+    [],
+]
+
+
+@pytest.mark.parametrize("headers", ROUTING_CASES)
+def test_the_routing_headers_are_what_the_sdks_ladder_reads_and_a_duplicate_is_seen(
+    headers: list[tuple[str, str]],
+) -> None:
+    raw = [(b"content-type", b"application/json"), (b"accept", b"*/*")]
+    raw += [(name.encode(), value.encode("latin-1")) for name, value in headers]
+    read = post_headers({"type": "http", "headers": raw})
+    assert read is not None
+    decoded = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
+    assert read.duplicated_routing == (find_duplicated_routing_header(decoded) is not None)
+    sdk_view = dict(decoded)  # what ``classify_inbound_request`` is given on the SDK's path
+    assert read.routing == {
+        key: sdk_view[key] for key in ("mcp-protocol-version", "mcp-method", "mcp-name") if key in sdk_view
+    }

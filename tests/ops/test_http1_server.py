@@ -239,6 +239,8 @@ async def test_the_scope_says_what_the_request_said() -> None:
         (b"GET /mcp HTTP/1.1\r\nHost: x\r\nX: a\0b\r\n\r\n", 400),
         (b"GET /mcp HTTP/1.1\r\nHost: x\r\nX: a\r\n folded\r\n\r\n", 400),
         (b"GET /mcp HTTP/1.1\r\nHost : x\r\n\r\n", 400),  # a space before the colon
+        (b"GET /mcp HTTP/1.1\r\nHost: x\r\nHost\r\n\r\n", 400),  # no colon, though the name was just seen
+        (b"GET /mcp HTTP/1.1\r\nHost: x\rX: y\r\n\r\n", 400),  # a bare CR
         (b"GET mcp HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         (b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
         (b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
