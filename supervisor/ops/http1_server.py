@@ -181,6 +181,11 @@ class _Connection:
     async def _read_head(self) -> bytes | None:
         """The next request's head (None: the client closed, or stayed idle, between requests)."""
         buffer = self.buffer
+        end = buffer.find(b"\r\n\r\n")
+        if 0 < end <= MAX_HEAD_BYTES and not buffer.startswith(b"\r\n"):  # here already (read with the last answer's)
+            head = bytes(buffer[:end])
+            del buffer[: end + 4]
+            return head
         started = timed = False
         with trio.move_on_after(IDLE_SEC) as deadline:
             while True:
