@@ -44,6 +44,9 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    ``_meta`` is the envelope and at most a log level skips the SDK's HTTP
    server too: ``host.http_fast_calls`` answers it (its own conditions on the
    POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
+   From a stdio host, such a call skips the SDK's stdio server in the same way:
+   the wire splice hands it to ``host.stdio_fast_calls``, which runs it off the
+   host wire (telemetry off).
 3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
    * a handshake-era host over HTTP, but for the splice's row (a session's
      call to an HTTP server, or not taken by its POST's conditions): the SDK

@@ -15,8 +15,8 @@ must keep is done here, with the same texts as the general path:
 
 * routing and the shutdown refusal; a call the splice does not carry (the
   table in ``host.call_paths`` says which) is left to the SDK
-  (``HostSplice.on_line`` returns False), and so is anything that cannot be
-  queued without waiting;
+  (``HostSplice.on_line`` returns False; a 2026-era host's fast-path call is run off
+  the wire: ``host.stdio_fast_calls``), and so is anything not queued at once;
 * ``tool_timeout_sec``: each upstream's calls share one timeout, so deadlines
   come in order and one task (``UpstreamSplice.serve_deadlines``) times out the
   oldest, sending the upstream a courtesy ``notifications/cancelled``;
@@ -63,7 +63,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import trio
@@ -81,7 +81,7 @@ from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
 from supervisor.host.call_paths import path_of, plain_call
 from supervisor.host.fast_path import restamp
-from supervisor.host.splice_lists import list_answer
+from supervisor.host.splice_lists import send_list_answer
 from supervisor.host.splice_rounds import (
     HandshakeRounds,
     Promotion,
@@ -90,6 +90,7 @@ from supervisor.host.splice_rounds import (
     handshake_shaped,
     log_notice_line,
 )
+from supervisor.host.stdio_fast_calls import StdioFastCalls, Tracker
 from supervisor.telemetry.spans import TELEMETRY, start_spliced_call
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import frame, load
@@ -105,14 +106,6 @@ logger = logging.getLogger(__name__)
 
 _ANSWER_WRITE_GRACE_SEC: Final = 5.0
 """How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
-
-
-class Tracker(Protocol):
-    """The stdio link's unanswered-request set."""
-
-    def track(self, request_id: str | int) -> None: ...
-
-    def settle(self, request_id: str | int) -> None: ...
 
 
 @dataclass(eq=False)
@@ -141,11 +134,14 @@ class HostSplice:
     direct: DirectWrite = field(default_factory=DirectWrite)
     """Bound to the host wire by the stdio link (``open_stdio_wire``); upstream pumps ``flush`` it per chunk."""
     handshake_version: str | None = None
-    """The version a handshake-era host negotiated, set once the SDK has answered its ``initialize`` (by then
-    the SDK has committed it); None for a 2026-era host. ``host.stdio`` reads it off the SDK's traffic."""
+    """A handshake-era host's version, set once the SDK answered its ``initialize`` (``host.stdio``); else None."""
+
+    fast: StdioFastCalls = field(init=False)
+    """A 2026-era host's calls the fast path carries, run off the wire too (``host.stdio_fast_calls``)."""
 
     def __post_init__(self) -> None:
         self._rounds = HandshakeRounds(self, self.front)
+        self.fast = StdioFastCalls(self.front, self.tracker, self.write_line)
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
@@ -175,10 +171,10 @@ class HostSplice:
     def on_line(self, line: bytes) -> bool:
         """Take ``line`` off the host wire if the splice carries it (True); else the SDK gets it (False)."""
         if b'"tools/call"' in line:
-            taken = self._take_call(line)
-            self.taken["spliced" if taken else "sdk"] += 1
-            return taken
-        if self._by_host_id and b'"notifications/cancelled"' in line:
+            way = self._take_call(line)
+            self.taken[way or "sdk"] += 1
+            return way is not None
+        if (self._by_host_id or self.fast.running) and b'"notifications/cancelled"' in line:
             return self._take_cancel(line)
         if b'"tools/list"' in line:
             taken = self._take_list(line)
@@ -188,35 +184,30 @@ class HostSplice:
 
     def _take_list(self, line: bytes) -> bool:
         """A first-page ``tools/list``, answered from the encoded catalog if it is cached for the host's version."""
-        if not self.enabled or self._out is None:
-            return False
-        answer = list_answer(line, self.handshake_version, self.front.tools_list_cache)
-        if answer is None:
-            return False
-        try:
-            self._out.send_nowait(answer)  # the wire's writer is idle: handed over at once, or the SDK answers
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return False
-        logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
-        return True
+        out = self._out if self.enabled else None
+        return out is not None and send_list_answer(line, self.handshake_version, self.front.tools_list_cache, out)
 
-    def _take_call(self, line: bytes) -> bool:
+    def _take_call(self, line: bytes) -> str | None:
+        """Which way a ``tools/call`` line was taken (``"spliced"``, ``"fast"``), or None: the SDK's."""
         if not self.enabled or self._out is None or self.front.shutting_down:
-            return False
+            return None
         try:
             message, spans = load(line, "params")
         except ValueError:
-            return False
+            return None
         if not isinstance(message, dict) or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
-            return False
+            return None
         host_id = message.get("id")
         if isinstance(host_id, bool) or not isinstance(host_id, str | int) or host_id in self._by_host_id:
-            return False
+            return None
         handshake = self.handshake_version is not None
         plain = plain_call(message.get("params"), handshake_host=handshake)
         routed = self.front.route(plain.name) if plain is not None else None
-        if path_of(plain, routed, stdio_host=True, handshake_host=handshake) != "splice":
-            return False
+        path = path_of(plain, routed, stdio_host=True, handshake_host=handshake)
+        if path == "fast" and plain is not None and routed is not None:
+            return "fast" if self.fast.take(message, routed, plain.arguments, None if spans is None else line) else None
+        if path != "splice":
+            return None
         assert plain is not None and routed is not None
         tool, actor = routed
         upstream = actor.ready_upstream
@@ -226,7 +217,7 @@ class HostSplice:
         # round is run here (``host.splice_rounds``), on the host's connection.
         connection = self.front.handshake_connection if handshake and splice.modern else None
         if handshake and splice.modern and connection is None:
-            return False
+            return None
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         if tool.transforms_arguments:
@@ -261,14 +252,14 @@ class HostSplice:
         if not splice.submit(call, tool.raw_name, arguments, arguments_text, meta=meta, capabilities=capabilities):
             if call.trace is not None:
                 call.trace.discard()
-            return False
+            return None
         self._by_host_id[host_id] = call
         self.tracker.track(host_id)
         if not splice.modern or connection is not None:  # its upstream may ask or tell its host something meanwhile
             self.front.calls.spliced(tool.owner, call)
             call.counted = True
             call.host_meta = host_meta
-        return True
+        return "spliced"
 
     def _take_cancel(self, line: bytes) -> bool:
         try:
@@ -283,7 +274,7 @@ class HostSplice:
             return False
         call = self._by_host_id.pop(request_id, None)
         if call is None:
-            return False
+            return self.fast.cancel(request_id)
         if call.upstream is not None:
             call.upstream.abandon(call, "the host cancelled the request")
         if self._promoted and (promotion := self._promoted.get(call)) is not None and promotion.exchange is not None:
@@ -352,8 +343,7 @@ class HostSplice:
                     await self._out.send(line)
         return True
 
-    def version_of(self, call: SplicedCall) -> str:
-        """``host.splice_rounds.RoundsHost``: the version this (handshake-era) host negotiated."""
+    def version_of(self, call: SplicedCall) -> str:  # ``host.splice_rounds.RoundsHost``
         return self.handshake_version or ""
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -413,6 +403,15 @@ class HostSplice:
             logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
         finally:
             self._finish(call, outcome)
+
+    async def write_line(self, line: bytes) -> None:
+        """Write one framed line to the host (a fast-path call's notice or answer); nothing once the wire closed."""
+        if self._out is not None and self.direct.try_write(line):
+            self.direct.flush()  # no pump flushes for the call's task
+            return
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if self._out is not None:
+                await self._out.send(line)
 
     def answer_now(self, call: SplicedCall, outcome: CallOutcome, pieces: wire_large.Pieces) -> bool:
         """Write a large answer to ``call`` (``pieces``) at once if the host wire's writer is idle.

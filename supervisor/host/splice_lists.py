@@ -3,21 +3,26 @@
 ``list_answer`` reads one host line and, when it is a first-page list the
 catalog wire cache (``catalog.wire_form``) holds for the host's protocol
 version, returns the whole answer line; otherwise None, and the SDK answers
-(and fills the cache). ``host.splice.HostSplice`` writes it.
+(and fills the cache). ``send_list_answer`` hands it to the host wire's
+writer if that can take it at once (``host.splice.HostSplice``).
 
-Pure: no I/O, no state.
+No state; nothing here awaits.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Final, Protocol
 
+import anyio
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.host.call_paths import ENVELOPE_KEYS
 from supervisor.wire.codec import load
+
+logger = logging.getLogger(__name__)
 
 _ABSENT: Final = object()
 """A request without ``params``."""
@@ -27,6 +32,20 @@ class EncodedListings(Protocol):
     """The catalog wire cache (``catalog.wire_form.ToolsListWireCache``)."""
 
     def encoded(self, protocol_version: str) -> bytes | None: ...
+
+
+def send_list_answer(line: bytes, handshake_version: str | None, cache: EncodedListings, out: Any) -> bool:
+    """Answer the first-page ``tools/list`` on ``line`` on the host wire's queue ``out`` at once (True); False:
+    not one the cache holds, or the wire's writer cannot take it now (the SDK answers)."""
+    answer = list_answer(line, handshake_version, cache)
+    if answer is None:
+        return False
+    try:
+        out.send_nowait(answer)  # the wire's writer is idle: handed over at once, or the SDK answers
+    except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        return False
+    logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
+    return True
 
 
 def list_answer(line: bytes, handshake_version: str | None, cache: EncodedListings) -> bytes | None:

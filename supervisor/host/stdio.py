@@ -179,8 +179,12 @@ class StdioHostLink:
                 relay_nursery.start_soon(self._relay_to_host, to_relay, wire_write)
                 read_stream: Any = _TrackedReader(wire_read, self._unanswered, self._watch, self._grace_sec)
                 with self._scope:
-                    task_status.started()
-                    await front.server.run(read_stream, write_stream, front.init_options)
+                    async with trio.open_nursery() as calls:
+                        splice.fast.nursery = calls  # the fast-path calls taken off the wire run here
+                        task_status.started()
+                        await front.server.run(read_stream, write_stream, front.init_options)
+                        splice.fast.nursery = None
+                        calls.cancel_scope.cancel()  # as the SDK's server cancels its handlers at its end
                 write_stream.close()  # the server closes it too; this ends the relay on every path
                 self.splice.attach(None)  # closes its clone of the wire, so the writer can drain and end
             if not self._scope.cancel_called:

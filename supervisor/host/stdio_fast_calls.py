@@ -1,0 +1,154 @@
+"""A 2026-era stdio host's fast-path ``tools/call``, answered off the host wire without the SDK's server (issue 29).
+
+A call the wire splice does not carry but the fast path does (``host.call_paths``:
+a 2026-era host's plain call to a server over streamable HTTP, or to a stdio
+server whose splice is not ready, or with a log level in its ``_meta``) took
+the SDK's stdio server to reach the fast path: its dispatcher's task per
+request, its runner, its context, its response channel. About 280 us of the
+sidecar's CPU per call of its 490 (``python -m bench.profile_pair httpup``).
+``StdioFastCalls.take`` runs it instead, off the line the splice already
+parsed, when the splice's ``path_of`` says ``"fast"`` and all of these hold:
+
+* its ``_meta`` is the envelope and at most a log level (as the HTTP front's
+  own answer takes: ``host.http_fast_calls``), and the SDK's request ladder
+  accepts the envelope (``classify_inbound_request``, no headers on stdio);
+* telemetry is off (the SDK's span is the SDK path's); not shutting down;
+  no call of the host's with that id is running here.
+
+The call runs in a task of its own (the link's nursery) through the same
+code as the SDK path's fast path (``ToolCalls.call_tool_wire``: routing,
+``tool_timeout_sec``, errors, the unknown-tool heal, metrics), its context
+the one the SDK's single-exchange entry gives a 2026 request
+(``compat.sdk.modern_request_context``), whose log notices go to the host
+wire; its answer, or the SDK runner's error for what it raised
+(``modern_error_data``), is written to the host as one line. The host's
+``notifications/cancelled`` for it cancels the task, and it is answered
+never, as on the SDK path. The stdio link's unanswered-request set tracks it.
+
+Concurrency: ``take`` and ``cancel`` are synchronous, in the host wire's
+reader task; each call's task writes its notices and answer itself, through
+the wire's writer (``write``: at once when the writer is idle).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import trio
+from mcp.server.runner import modern_error_data
+from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
+from mcp_types import LOG_LEVEL_META_KEY
+
+from supervisor.compat.sdk import modern_request_context
+from supervisor.host.call_paths import ENVELOPE_KEYS
+from supervisor.telemetry.spans import TELEMETRY
+from supervisor.wire.codec import frame
+
+if TYPE_CHECKING:
+    from supervisor.catalog.registry import RegisteredTool
+    from supervisor.host.front import Front
+    from supervisor.server_actor import ServerActor
+
+_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
+
+Write = Callable[[bytes], Awaitable[None]]
+"""Writes one framed line to the host wire (``HostSplice.write_line``)."""
+
+
+class Tracker(Protocol):
+    """The stdio link's unanswered-request set."""
+
+    def track(self, request_id: str | int) -> None: ...
+
+    def settle(self, request_id: str | int) -> None: ...
+
+
+class StdioFastCalls:
+    """One stdio host's fast-path calls in flight here: a task each, by the host's request id."""
+
+    def __init__(self, front: Front, tracker: Tracker, write: Write) -> None:
+        self._front = front
+        self._tracker = tracker
+        self._write = write
+        self._running: dict[str | int, trio.CancelScope] = {}
+        self.nursery: trio.Nursery | None = None
+        """Where the calls run (the stdio link's, for as long as it serves the host); None: none are taken."""
+        self.taken = 0
+
+    @property
+    def running(self) -> bool:
+        return bool(self._running)
+
+    def take(
+        self,
+        message: dict[str, Any],
+        routed: tuple[RegisteredTool, ServerActor],
+        arguments: dict[str, Any] | None,
+        large_line: bytes | None = None,
+    ) -> bool:
+        """Run the ``tools/call`` request ``message`` here (True), or leave it to the SDK (False).
+
+        ``large_line``: the line, when ``message`` is a large one's envelope (``wire.codec.load``: its big
+        members left unread, as placeholders): the call needs them, so the line is read whole.
+        """
+        nursery = self.nursery
+        if nursery is None or TELEMETRY.on or self._front.shutting_down:
+            return False
+        if large_line is not None:
+            message = json.loads(large_line)
+            arguments = message["params"].get("arguments")
+        host_id, params = message["id"], message["params"]
+        if host_id in self._running or not _TAKEN_META_KEYS.issuperset(params.get("_meta") or ()):
+            return False
+        verdict = classify_inbound_request(message)
+        if not isinstance(verdict, InboundModernRoute):
+            return False  # the SDK answers with the ladder's error
+        scope = self._running[host_id] = trio.CancelScope()
+        self._tracker.track(host_id)
+        self.taken += 1
+        run = partial(self._run, host_id, scope, verdict=verdict, params=params, routed=routed, arguments=arguments)
+        nursery.start_soon(run)
+        return True
+
+    def cancel(self, host_id: str | int) -> bool:
+        """The host cancelled ``host_id``: if it runs here, it ends unanswered (True)."""
+        scope = self._running.get(host_id)
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
+
+    async def _run(
+        self,
+        host_id: str | int,
+        scope: trio.CancelScope,
+        *,
+        verdict: InboundModernRoute,
+        params: dict[str, Any],
+        routed: tuple[RegisteredTool, ServerActor],
+        arguments: dict[str, Any] | None,
+    ) -> None:
+        tool, actor = routed
+        try:
+            with scope:
+                ctx = modern_request_context(verdict, "tools/call", host_id, params, self._notify)
+                try:
+                    result = await self._front.tool_calls.call_tool_wire(ctx, tool, actor, arguments)
+                    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": host_id, "result": result}
+                except Exception as exc:  # what the SDK's runner maps, mapped the same way
+                    error = modern_error_data(exc).model_dump(mode="json", exclude_none=True)
+                    reply = {"jsonrpc": "2.0", "id": host_id, "error": error}
+                await self._write(frame(reply))
+        finally:
+            del self._running[host_id]
+            self._tracker.settle(host_id)
+
+    async def _notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """A notice of a call (a log message the host asked for), on the host wire before its answer."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._write(frame(message))

@@ -1,0 +1,194 @@
+"""``host.stdio_fast_calls``: a 2026-era stdio host's fast-path call, run off the host wire, not by the SDK's server.
+
+In-process: the host wire is a memory stream, the call's upstream a fake
+behind ``ToolCalls.call_tool_wire`` (the fast path's own code is the SDK
+path's, tested there), routed to a server over HTTP (no splice), so
+``path_of`` says ``"fast"``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any, cast
+
+import anyio
+import pytest
+import trio
+import trio.testing
+from mcp import MCPError, types
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    INVALID_PARAMS,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
+
+from supervisor.host.splice import HostSplice
+from supervisor.telemetry.spans import TELEMETRY
+from supervisor.wire.codec import BIG_LINE_BYTES
+from tests.fakes import SpliceFront, SpliceTracker
+
+BOUND_SEC = 10
+ENVELOPE = {
+    PROTOCOL_VERSION_META_KEY: "2026-07-28",
+    CLIENT_INFO_META_KEY: {"name": "host", "version": "1"},
+    CLIENT_CAPABILITIES_META_KEY: {},
+}
+RESULT = {"content": [{"type": "text", "text": "hi"}], "resultType": "complete"}
+
+
+class _ToolCalls:
+    """``ToolCalls.call_tool_wire`` as the fake upstream plays it: each call waits for the test to answer it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, dict[str, Any] | None]] = []
+        self.started = trio.Event()
+        self.answer: trio.Event = trio.Event()
+        self.result: dict[str, Any] | Exception = RESULT
+        self.cancelled = False
+        self.log_first = False
+
+    async def call_tool_wire(self, ctx: Any, tool: Any, actor: Any, arguments: dict[str, Any] | None) -> Any:
+        self.calls.append((ctx, arguments))
+        self.started.set()
+        if self.log_first:  # what ``HostCall.send_log`` sends for an upstream's log message of the call
+            params = types.LoggingMessageNotificationParams(level="info", data="working")
+            notice = types.LoggingMessageNotification(params=params)
+            await ctx.session.send_notification(notice, related_request_id=ctx.request_id)
+        try:
+            await self.answer.wait()
+        except trio.Cancelled:
+            self.cancelled = True
+            raise
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+class _Front(SpliceFront):
+    """What the splice and the fast calls ask of the Front: one tool, on a server over HTTP (no splice)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tool_calls = _ToolCalls()
+        self.shutting_down = False
+        tool = SimpleNamespace(source=SimpleNamespace(output_schema=None), owner="fx", raw_name="echo")
+        self._routed = (tool, SimpleNamespace(ready_upstream=SimpleNamespace(splice=None)))
+
+    def route(self, name: str) -> Any:
+        return self._routed if name == "mcp__fx__echo" else None
+
+
+def _call(request_id: int = 7, /, text: str = "hi", **meta: Any) -> bytes:
+    params = {"name": "mcp__fx__echo", "arguments": {"text": text}, "_meta": {**ENVELOPE, **meta}}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
+
+
+@asynccontextmanager
+async def _wired(front: _Front, tracker: SpliceTracker) -> AsyncIterator[tuple[HostSplice, Any]]:
+    """A host splice on a memory host wire, its fast calls in a nursery of the test's."""
+    splice = HostSplice(cast(Any, front), tracker)
+    send, receive = anyio.create_memory_object_stream[Any](16)
+    with send, receive:
+        async with trio.open_nursery() as nursery:
+            splice.attach(send.clone())
+            splice.fast.nursery = nursery
+            yield splice, receive
+            splice.attach(None)
+
+
+async def test_a_plain_call_to_an_http_server_is_run_off_the_wire_and_its_answer_is_one_line() -> None:
+    front, tracker = _Front(), SpliceTracker()
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            assert splice.on_line(_call()) is True  # the SDK's server never sees it
+            await front.tool_calls.started.wait()
+            front.tool_calls.answer.set()
+            line = await wire.receive()
+    assert json.loads(line) == {"jsonrpc": "2.0", "id": 7, "result": RESULT} and line.endswith(b"\n")
+    ((ctx, arguments),) = front.tool_calls.calls
+    assert arguments == {"text": "hi"} and ctx.request_id == 7 and ctx.protocol_version == "2026-07-28"
+    assert splice.taken == {"fast": 1} and tracker.settled == [7] and not splice.fast.running
+
+
+async def test_a_large_calls_arguments_reach_the_call_whole() -> None:
+    front, tracker = _Front(), SpliceTracker()
+    front.tool_calls.answer.set()
+    text = "x" * (2 * BIG_LINE_BYTES)  # the splice reads such a line's envelope only (``wire.codec.load``)
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            assert splice.on_line(_call(text=text))
+            assert json.loads(await wire.receive())["id"] == 7
+    ((_, arguments),) = front.tool_calls.calls
+    assert arguments == {"text": text}
+
+
+async def test_a_calls_log_messages_go_on_the_wire_before_its_answer() -> None:
+    front, tracker = _Front(), SpliceTracker()
+    front.tool_calls.log_first = True
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            assert splice.on_line(_call(**{LOG_LEVEL_META_KEY: "info"}))
+            notice = json.loads(await wire.receive())
+            front.tool_calls.answer.set()
+            answer = json.loads(await wire.receive())
+    assert notice["method"] == "notifications/message" and notice["params"]["data"] == "working"
+    assert answer["id"] == 7 and answer["result"] == RESULT
+
+
+async def test_the_hosts_cancel_ends_the_call_unanswered() -> None:
+    front, tracker = _Front(), SpliceTracker()
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            assert splice.on_line(_call())
+            await front.tool_calls.started.wait()
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+            assert splice.on_line(json.dumps(cancel).encode()) is True  # the SDK does not know the call
+            await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(anyio.WouldBlock):
+                wire.receive_nowait()  # JSON-RPC wants no answer to a cancelled request
+    assert front.tool_calls.cancelled and tracker.settled == [7]
+
+
+async def test_what_the_call_raises_is_the_sdk_runners_error() -> None:
+    front, tracker = _Front(), SpliceTracker()
+    front.tool_calls.result = MCPError(INVALID_PARAMS, "no such tool", None)
+    front.tool_calls.answer.set()
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            assert splice.on_line(_call())
+            answer = json.loads(await wire.receive())
+    assert answer == {"jsonrpc": "2.0", "id": 7, "error": {"code": INVALID_PARAMS, "message": "no such tool"}}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        _call(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),  # trace context: the SDK's span path
+        _call(progressToken=1),  # a progress token: the SDK path (``path_of``)
+        _call(**{PROTOCOL_VERSION_META_KEY: "1999-01-01"}),  # the ladder refuses it: the SDK answers why
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "mcp__fx__echo"}}).encode(),
+    ],
+    ids=["trace context", "progress token", "unsupported version", "no envelope"],
+)
+async def test_calls_it_does_not_take_are_the_sdks(line: bytes) -> None:
+    front, tracker = _Front(), SpliceTracker()
+    front.tool_calls.answer.set()
+    async with _wired(front, tracker) as (splice, _):
+        assert splice.on_line(line) is False
+    assert splice.taken == {"sdk": 1} and front.tool_calls.calls == []
+
+
+async def test_nothing_is_taken_with_telemetry_on_or_without_the_links_nursery(monkeypatch: pytest.MonkeyPatch) -> None:
+    front, tracker = _Front(), SpliceTracker()
+    async with _wired(front, tracker) as (splice, _):
+        monkeypatch.setattr(TELEMETRY, "on", True)
+        assert splice.on_line(_call(1)) is False
+        monkeypatch.setattr(TELEMETRY, "on", False)
+        splice.fast.nursery = None  # the link stopped serving
+        assert splice.on_line(_call(2)) is False
+    assert splice.taken == {"sdk": 2}
