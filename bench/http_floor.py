@@ -177,6 +177,21 @@ async def _load(port: int, name: str, seconds: float, rate: float, pid: int) -> 
     return calls, cpu
 
 
+async def _until_ready(port: int, name: str) -> None:
+    """Return once a call is answered with the tool's result (the server's first attempt done), bounded."""
+    with trio.fail_after(30):
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            while True:
+                await stream.send_all(_request(port, name, 1))
+                answer = b""
+                while not answer.endswith(b"}"):  # one small JSON answer, its head and body in order
+                    answer += await stream.receive_some(65536)
+                if b'"isError":true' not in answer.replace(b" ", b""):
+                    return
+                await trio.sleep(0.05)
+
+
 async def _measure_floor(kind: str, seconds: float, rate: float) -> float:
     proc = await trio.lowlevel.open_process(
         [sys.executable, "-m", "bench.http_floor", "--serve", kind], stdout=subprocess.PIPE
@@ -197,6 +212,7 @@ async def _measure_sidecar(seconds: float, rate: float, workdir: Path) -> float:
     )
     async with open_http_sidecar(config, token=FRONT_TOKEN) as sidecar:
         port = int(sidecar.url.rsplit(":", 1)[1].split("/")[0])
+        await _until_ready(port, "mcp__fx__echo")
         calls, cpu = await _load(port, "mcp__fx__echo", seconds, rate, sidecar.process.pid)
     return cpu / calls * 1e6
 
