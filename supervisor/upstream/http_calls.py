@@ -52,7 +52,8 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD
 from supervisor.compat.sdk import MAX_SSE_EVENT_SIZE, stream_within_origin
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 from supervisor.upstream.health import TransportHealth
-from supervisor.upstream.http1 import Answer, Http1Pool
+from supervisor.upstream.http1 import Http1Pool
+from supervisor.upstream.http1_answer import Answer
 from supervisor.wire.codec import to_json
 from supervisor.wire.event_stream import EventStreamDecoder, EventTooLarge
 

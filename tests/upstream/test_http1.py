@@ -137,6 +137,25 @@ async def test_a_json_answer_crosses_and_its_connection_carries_the_next_call() 
     assert body["params"] == {"name": "echo", "arguments": {"text": "hi"}}
 
 
+async def test_a_request_and_an_answer_larger_than_a_sockets_buffers_cross_whole_on_one_connection() -> None:
+    # The plain socket is written and read directly: a write the socket takes in part, and an answer
+    # read in many reads (each that fills the buffer followed by one at once), lose and reorder nothing.
+    big = "".join(chr(ord("a") + i % 26) for i in range(3 * 1024 * 1024))
+
+    def echoing(body: dict[str, Any], path: str) -> list[bytes]:
+        payload = _answer(body, {"content": [{"type": "text", "text": body["params"]["arguments"]["text"]}]})
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(payload)
+        return [head + payload]
+
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+    with trio.fail_after(30):
+        async with _serving(echoing) as server, _calls(server) as calls:
+            for _ in range(2):
+                result = await calls.request("tools/call", {"name": "echo", "arguments": {"text": big}}, headers)
+                assert result["content"][0]["text"] == big
+            assert server.connections == 1
+
+
 def _chunked(*pieces: bytes) -> bytes:
     return b"".join(b"%x;ext=1\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\ntrailer: x\r\n\r\n"
 
