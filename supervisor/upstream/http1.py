@@ -55,6 +55,7 @@ import trio
 
 from supervisor.compat.httpx import PlainRoute, plain_route
 from supervisor.upstream.http1_answer import Answer, Connection
+from supervisor.wire.locks import QuickLimiter
 
 MAX_CONNECTIONS: Final = 100
 """Connections open at once (httpx's default limit); a call beyond them waits for one."""
@@ -89,7 +90,7 @@ class Http1Pool:
         self._head_start = b"POST %s HTTP/1.1\r\nhost: %s\r\n" % (target.raw_path, target.netloc)
         self._own_headers = own_headers
         self._idle: list[Connection] = []
-        self._limiter = trio.CapacityLimiter(MAX_CONNECTIONS)
+        self._limiter = QuickLimiter(MAX_CONNECTIONS)
         self._closed = False
         self.opened = 0
         """Connections opened so far (tests read it)."""

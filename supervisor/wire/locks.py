@@ -1,4 +1,4 @@
-"""``QuickLock``: a trio lock that costs no scheduler pass when it is free.
+"""``QuickLock`` and ``QuickLimiter``: a trio lock, and a capacity limiter, that cost no scheduler pass when free.
 
 ``async with trio.Lock()`` checkpoints even when nobody holds the lock, and
 under trio a checkpoint is a pass of the scheduler: an ``epoll_wait``, the
@@ -7,11 +7,15 @@ response's, its connection's writes'), so two of the five passes a spliced
 call cost (``strace -c``: five ``epoll_wait`` per call) were locks nobody
 else wanted.
 
-Concurrency: a free lock is taken at once (no checkpoint: the holder's next
-await is its first); a held one is waited for as ``trio.Lock`` waits (first
-come, first served: ``trio.Lock`` hands a released lock straight to its first
-waiter, so ``locked()`` stays true while anyone waits and nobody jumps the
-queue). Release never blocks.
+The HTTP upstream client's limit on open connections (``trio.CapacityLimiter``)
+did the same for every POST.
+
+Concurrency: a free lock (a free token) is taken at once (no checkpoint: the
+holder's next await is its first); a held one is waited for as trio waits
+(first come, first served: ``trio.Lock`` hands a released lock straight to
+its first waiter, so ``locked()`` stays true while anyone waits, and
+``CapacityLimiter.acquire_nowait`` refuses while anyone waits, so nobody jumps
+the queue). Release never blocks.
 """
 
 from __future__ import annotations
@@ -42,3 +46,23 @@ class QuickLock:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._lock.release()
+
+
+class QuickLimiter:
+    """``async with limiter:`` like ``trio.CapacityLimiter(total)``, without the checkpoint of a free token."""
+
+    __slots__ = ("_limiter",)
+
+    def __init__(self, total: int) -> None:
+        self._limiter = trio.CapacityLimiter(total)
+
+    async def __aenter__(self) -> None:
+        try:
+            self._limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await self._limiter.acquire()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._limiter.release()
