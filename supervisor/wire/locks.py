@@ -12,10 +12,11 @@ did the same for every POST.
 
 Concurrency: a free lock (a free token) is taken at once (no checkpoint: the
 holder's next await is its first); a held one is waited for as trio waits
-(first come, first served: ``trio.Lock`` hands a released lock straight to
-its first waiter, so ``locked()`` stays true while anyone waits, and
+(first come, first served: a released ``QuickLock`` is handed straight to its
+first waiter, so ``locked()`` stays true while anyone waits, and
 ``CapacityLimiter.acquire_nowait`` refuses while anyone waits, so nobody jumps
-the queue). Release never blocks.
+the queue). Release never blocks. A waiter cancelled while it waits leaves the
+queue (trio's parking lot).
 """
 
 from __future__ import annotations
@@ -26,26 +27,34 @@ import trio
 
 
 class QuickLock:
-    """``async with lock:`` like ``trio.Lock``, without the checkpoint of an uncontended acquire."""
+    """``async with lock:`` like ``trio.Lock``, without the checkpoint of an uncontended acquire.
 
-    __slots__ = ("_lock",)
+    Its waiters' parking lot is made on first contention: most locks (one per
+    HTTP answer) are never contended, and a ``trio.Lock`` costs its making.
+    """
+
+    __slots__ = ("_held", "_waiters")
 
     def __init__(self) -> None:
-        self._lock = trio.Lock()
+        self._held = False
+        self._waiters: trio.lowlevel.ParkingLot | None = None
 
     def locked(self) -> bool:
-        return self._lock.locked()
+        return self._held
 
     async def __aenter__(self) -> None:
-        if self._lock.locked():
-            await self._lock.acquire()
-        else:
-            self._lock.acquire_nowait()
+        if not self._held:
+            self._held = True
+            return
+        if self._waiters is None:
+            self._waiters = trio.lowlevel.ParkingLot()
+        await self._waiters.park()  # woken holding it: a release hands it over, ``_held`` stays true
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._lock.release()
+        if self._waiters is None or not self._waiters.unpark(count=1):
+            self._held = False
 
 
 class QuickLimiter:

@@ -59,3 +59,17 @@ async def test_the_limiter_lets_as_many_in_as_it_has_tokens() -> None:
         for _ in range(6):
             nursery.start_soon(borrower)
     assert most == 2
+
+
+async def test_a_waiter_cancelled_while_it_waits_leaves_the_lock_free_once_released() -> None:
+    lock = QuickLock()
+    await lock.__aenter__()
+    with trio.move_on_after(0.01) as waited:
+        async with lock:
+            raise AssertionError("taken while held")
+    assert waited.cancelled_caught and lock.locked()
+    await lock.__aexit__(None, None, None)  # nobody waits any more: free
+    assert not lock.locked()
+    with trio.testing.assert_no_checkpoints():
+        async with lock:
+            assert lock.locked()
