@@ -19,6 +19,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from supervisor.compat.sdk_sessions import hold, live_session
 from tests.host.test_http_front import INITIALIZE
+from tests.sidecar import scaled
 
 IDLE_SEC: Final = 30.0
 
@@ -74,7 +75,7 @@ async def _manager() -> AsyncIterator[StreamableHTTPSessionManager]:
 
 
 async def test_a_session_is_live_for_its_own_credential_only_and_not_once_terminated() -> None:
-    with trio.fail_after(10):
+    with trio.fail_after(scaled(10)):
         async with _manager() as manager:
             open_id = await _initialize(manager)
             transport = live_session(manager, open_id, None)
@@ -90,7 +91,7 @@ async def test_a_session_is_live_for_its_own_credential_only_and_not_once_termin
 
 
 async def test_holding_a_session_stops_its_idle_countdown_until_the_last_hold_is_released() -> None:
-    with trio.fail_after(10):
+    with trio.fail_after(scaled(10)):
         async with _manager() as manager:
             transport = live_session(manager, await _initialize(manager), None)
             assert transport is not None and transport.idle_scope is not None

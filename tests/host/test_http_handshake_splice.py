@@ -42,9 +42,10 @@ from tests.compat.test_sdk_sessions import _initialize
 from tests.host import detaching
 from tests.host.test_http_fast_calls import LIMIT, _FakeSdk
 from tests.host.test_http_splice import _Front, _Upstream
+from tests.sidecar import scaled
 
 HANDSHAKE: Final = "2025-11-25"
-BOUND_SEC: Final = 5
+BOUND_SEC: Final = scaled(5)
 
 
 class _HandshakeFront(_Front):

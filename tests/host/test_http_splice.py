@@ -28,10 +28,11 @@ from supervisor.host.http_fast_calls import HttpFastCalls
 from supervisor.upstream.splice import UpstreamSplice
 from tests.host import detaching
 from tests.host.test_http_fast_calls import BODY, HEADERS, LIMIT, _FakeSdk
+from tests.sidecar import scaled
 
 MODERN: Final = "2026-07-28"
 STAMP: Final = {"name": "mcp-supervisor", "version": "test"}
-BOUND_SEC: Final = 5
+BOUND_SEC: Final = scaled(5)
 
 
 class _Upstream:

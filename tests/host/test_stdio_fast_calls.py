@@ -31,8 +31,9 @@ from supervisor.host.splice import HostSplice
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import BIG_LINE_BYTES
 from tests.fakes import SpliceFront, SpliceTracker
+from tests.sidecar import scaled
 
-BOUND_SEC = 10
+BOUND_SEC = scaled(10)
 ENVELOPE = {
     PROTOCOL_VERSION_META_KEY: "2026-07-28",
     CLIENT_INFO_META_KEY: {"name": "host", "version": "1"},

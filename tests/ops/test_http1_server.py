@@ -19,8 +19,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from supervisor.ops import http1_server
 from supervisor.ops.http1_server import HEAD_SEC, IDLE_SEC, MAX_DRAIN_BYTES, serve_http1
+from tests.sidecar import scaled
 
-BOUND_SEC = 10
+BOUND_SEC = scaled(10)
 HOST = b"Host: 127.0.0.1\r\n"
 
 

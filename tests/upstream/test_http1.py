@@ -31,6 +31,7 @@ from supervisor.upstream import http_calls
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.http1 import KEEP_ALIVE_SEC, Http1Pool
 from supervisor.upstream.http_calls import HttpCalls
+from tests.sidecar import scaled
 
 Script = Callable[[dict[str, Any], str], list[bytes]]
 """What the server writes back to one request (its body, its path): pieces written one by one."""
@@ -148,7 +149,7 @@ async def test_a_request_and_an_answer_larger_than_a_sockets_buffers_cross_whole
         return [head + payload]
 
     headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
-    with trio.fail_after(30):
+    with trio.fail_after(scaled(30)):
         async with _serving(echoing) as server, _calls(server) as calls:
             for _ in range(2):
                 result = await calls.request("tools/call", {"name": "echo", "arguments": {"text": big}}, headers)

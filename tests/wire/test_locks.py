@@ -8,6 +8,9 @@ import trio.lowlevel
 import trio.testing
 
 from supervisor.wire.locks import QuickLimiter, QuickLock
+from tests.sidecar import scaled
+
+BOUND_SEC = scaled(5)
 
 
 @pytest.mark.parametrize("make", [QuickLock, lambda: QuickLimiter(1)], ids=["lock", "limiter"])
@@ -31,7 +34,7 @@ async def test_a_free_one_is_taken_without_a_checkpoint_and_a_busy_one_in_arriva
         async with guard:  # arrives once the lock was handed to "first": waits behind "second"
             order.append("newcomer")
 
-    with trio.fail_after(5):
+    with trio.fail_after(BOUND_SEC):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(waiter, "first")
             await trio.testing.wait_all_tasks_blocked()
@@ -45,29 +48,41 @@ async def test_a_free_one_is_taken_without_a_checkpoint_and_a_busy_one_in_arriva
 
 async def test_the_limiter_lets_as_many_in_as_it_has_tokens() -> None:
     limiter = QuickLimiter(2)
-    inside, most = 0, 0
+    inside: list[int] = []
+    leave = trio.Event()
 
-    async def borrower() -> None:
-        nonlocal inside, most
+    async def borrower(number: int) -> None:
         async with limiter:
-            inside += 1
-            most = max(most, inside)
-            await trio.sleep(0.01)
-            inside -= 1
+            inside.append(number)
+            await leave.wait()
+            inside.remove(number)
 
-    async with trio.open_nursery() as nursery:
-        for _ in range(6):
-            nursery.start_soon(borrower)
-    assert most == 2
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            for number in range(6):
+                nursery.start_soon(borrower, number)
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(inside) == 2  # the other four wait for a token
+            leave.set()
+    assert inside == []
 
 
 async def test_a_waiter_cancelled_while_it_waits_leaves_the_lock_free_once_released() -> None:
     lock = QuickLock()
     await lock.__aenter__()
-    with trio.move_on_after(0.01) as waited:
-        async with lock:
-            raise AssertionError("taken while held")
-    assert waited.cancelled_caught and lock.locked()
+    waiting = trio.CancelScope()
+
+    async def waiter() -> None:
+        with waiting:
+            async with lock:
+                raise AssertionError("taken while held")
+
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            waiting.cancel()  # it leaves the queue
+    assert waiting.cancelled_caught and lock.locked()
     await lock.__aexit__(None, None, None)  # nobody waits any more: free
     assert not lock.locked()
     with trio.testing.assert_no_checkpoints():
