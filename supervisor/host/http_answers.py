@@ -19,8 +19,9 @@ whichever task makes them (the upstream's stdout pump writes the answer).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from supervisor.wire.codec import to_json
@@ -139,26 +140,11 @@ class PostAnswer:
 
     async def ping(self) -> None:
         """A keepalive comment on the event stream (which the response becomes, if not yet)."""
-        async with self._lock:
-            await self._as_events()
-            await self._send(_PING)
+        await self._write(self._ping)
 
     def ping_now(self) -> None:
         """``ping`` for a detached answer (a silent call, in its connection's task)."""
-        assert self._send_now is not None
-        if not self._events:
-            self._events = True
-            self._send_now(self._events_start())
-        self._send_now(_PING)
-
-    async def _as_events(self) -> None:
-        """Commit the response to ``text/event-stream``, once (under the lock)."""
-        if not self._events:
-            self._events = True
-            await self._send(self._events_start())
-
-    def _events_start(self) -> Message:
-        return {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + self._headers}
+        self._write_now(self._ping)
 
     async def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
         """A notice of the call (a log message): the response becomes an event stream, if not yet."""
@@ -173,21 +159,38 @@ class PostAnswer:
 
     async def event_line(self, line: bytes) -> None:
         """One encoded JSON-RPC message (a framed line too: ``wire.codec.frame``) before the answer, as an event."""
-        async with self._lock:
-            await self._as_events()
-            await self._send({"type": "http.response.body", "body": event(line.rstrip(b"\n")), "more_body": True})
+        body = {"type": "http.response.body", "body": event(line.rstrip(b"\n")), "more_body": True}
+        await self._write(lambda: [*self._as_events(), body])
 
     async def answer(self, body: bytes, status: int) -> None:
         """The call's answer (one JSON-RPC message): the JSON body, or the stream's last event."""
-        async with self._lock:
-            for message in self._answer(body, status):
-                await self._send(message)
+        await self._write(partial(self._answer, body, status))
 
     def answer_now(self, body: bytes, status: int) -> None:
         """``answer`` for a detached answer: written now, in the caller's task (the upstream's stdout pump)."""
+        self._write_now(partial(self._answer, body, status))
+
+    async def _write(self, messages: Callable[[], list[Message]]) -> None:
+        """Send what ``messages`` makes of the response's state, under the lock: decided and sent as one."""
+        async with self._lock:
+            for message in messages():
+                await self._send(message)
+
+    def _write_now(self, messages: Callable[[], list[Message]]) -> None:
+        """``_write`` for a detached answer: its sends never wait, so nothing can come between them."""
         assert self._send_now is not None
-        for message in self._answer(body, status):
+        for message in messages():
             self._send_now(message)
+
+    def _as_events(self) -> list[Message]:
+        """The event stream's start, if the response is not one yet (it is, from now on)."""
+        if self._events:
+            return []
+        self._events = True
+        return [{"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + self._headers}]
+
+    def _ping(self) -> list[Message]:
+        return [*self._as_events(), _PING]
 
     def _answer(self, body: bytes, status: int) -> list[Message]:
         if self._events:
