@@ -157,10 +157,13 @@ class PostAnswer:
         """One JSON-RPC message before the answer (a notice, a request to the host), as an event."""
         await self.event_line(to_json(message))
 
+    def message_now(self, message: Mapping[str, Any]) -> None:
+        """``message`` for a detached answer: written now, never waiting (a cancelled task may still send it)."""
+        self._write_now(partial(self._event, to_json(message)))
+
     async def event_line(self, line: bytes) -> None:
         """One encoded JSON-RPC message (a framed line too: ``wire.codec.frame``) before the answer, as an event."""
-        body = {"type": "http.response.body", "body": event(line.rstrip(b"\n")), "more_body": True}
-        await self._write(lambda: [*self._as_events(), body])
+        await self._write(partial(self._event, line))
 
     async def answer(self, body: bytes, status: int) -> None:
         """The call's answer (one JSON-RPC message): the JSON body, or the stream's last event."""
@@ -188,6 +191,12 @@ class PostAnswer:
             return []
         self._events = True
         return [{"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + self._headers}]
+
+    def _event(self, line: bytes) -> list[Message]:
+        return [
+            *self._as_events(),
+            {"type": "http.response.body", "body": event(line.rstrip(b"\n")), "more_body": True},
+        ]
 
     def _ping(self) -> list[Message]:
         return [*self._as_events(), _PING]

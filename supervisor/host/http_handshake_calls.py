@@ -31,12 +31,16 @@ is written or its host hung up (``HttpAnswer.on_end``). Two more kinds
 of POST belong to such a call and are answered here, 202 as the SDK does:
 
 * the host's ``notifications/cancelled`` for it: the call is abandoned
-  upstream and answered ``REQUEST_CANCELLED`` (``HttpSplice.cancel``);
+  upstream and answered ``REQUEST_CANCELLED`` (``HttpSplice.cancel``). A host
+  that hung up (the era's rule: the call goes on) can still cancel it so,
+  until its upstream answers;
 * the host's reply to a request its upstream sent it mid-call. The upstream's
   request (sampling, elicitation, roots) reaches the call as the SDK path's
   would (``Relay.ask_host``, the call counted in flight on its server), and
   ``PostAsker`` asks it on the call's own response, which becomes an event
   stream, with an id of ours (``ASK_ID_PREFIX``); the reply POST carries it.
+  A question the upstream withdraws (or one past its timeout) is cancelled
+  toward the host on the same response, as the SDK's dispatcher would.
 
 Concurrency: ``take`` is synchronous (no await between checking the session
 and holding it). A call's POST task returns once the call is sent: its answer
@@ -50,6 +54,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
@@ -57,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 from mcp import MCPError
 from mcp.shared.exceptions import NoBackChannelError
-from mcp_types import INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor.calls.attribution import HostCall
@@ -97,7 +102,7 @@ class HandshakeCalls:
         self._manager = manager
         self.splice = HttpSplice(front, handshake=True)
         self._calls: dict[tuple[str, str | int], HttpAnswer] = {}
-        """(session id, the host's request id) → a spliced call's answer whose POST is open (for the host's cancel)."""
+        """(session id, the host's request id) → a spliced call not yet settled (for the host's cancel)."""
         self._asked: dict[str, _Question] = {}
         """Our request id → a question on a call's response, waiting for the host's reply."""
         self._ids = itertools.count(1)
@@ -148,13 +153,12 @@ class HandshakeCalls:
             return None
         key = (session_id, host_id)
         self._calls[key] = answer
-        release = hold(transport)  # the session stays open while the call runs
+        answer.on_end = hold(transport)  # the session stays open while the call's POST is
 
-        def ended() -> None:
-            del self._calls[key]
-            release()
+        def settled() -> None:
+            del self._calls[key]  # not before: a host that hung up may still cancel the call (the era's way)
 
-        answer.on_end = ended
+        answer.on_settled = settled
         asker.stream = answer.attach(detach, _session_headers(session_id))
         return "splice", _detached
 
@@ -247,9 +251,15 @@ class PostAsker:
             await self.stream.notice(method, params)
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
-        """Ask the host ``method`` on the call's response; its result, or its error raised as ``MCPError``."""
+        """Ask the host ``method`` on the call's response; its result, or its error raised as ``MCPError``.
+
+        Abandoned (the caller cancelled: the upstream withdrew its request; or past ``opts["timeout"]``), the
+        question is cancelled toward the host with ``notifications/cancelled``, as the SDK's dispatcher does
+        (its ``cancel_on_abandon`` is for ``initialize``, which a server never sends).
+        """
         if self._closed or self.stream is None:
             raise NoBackChannelError(method)
+        opts = opts or {}
         question = self._calls.ask(self._session_id)
         self._waiting.add(question)
         try:
@@ -257,7 +267,15 @@ class PostAsker:
             if params is not None:
                 request["params"] = params
             await self.stream.message(request)
-            reply = await question.wait()
+            timeout = opts.get("timeout")
+            with trio.move_on_after(math.inf if timeout is None else timeout) as clock:
+                reply = await question.wait()
+            if clock.cancelled_caught:
+                self._abandon(question, f"timed out after {timeout}s")
+                raise MCPError(REQUEST_TIMEOUT, f"Request {method!r} timed out")
+        except trio.Cancelled:
+            self._abandon(question, "caller cancelled")
+            raise
         finally:
             self._waiting.discard(question)
             self._calls.forget(question)
@@ -268,6 +286,16 @@ class PostAsker:
             raise MCPError(code if isinstance(code, int) else INTERNAL_ERROR, str(text), data)
         result = reply.get("result")
         return result if isinstance(result, dict) else {}
+
+    def _abandon(self, question: _Question, reason: str) -> None:
+        """Cancel ``question`` toward the host, on the call's response if it is still open (never waits)."""
+        if question.reply is None and not self._closed and self.stream is not None:
+            cancel = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": question.id, "reason": reason},
+            }
+            self.stream.message_now(cancel)
 
 
 _ENDED: Final = {"error": {"code": INTERNAL_ERROR, "message": "mcp-supervisor: the call ended before its host replied"}}

@@ -128,6 +128,9 @@ class HttpAnswer:
     """A handshake-era call's: its upstream's requests to the host, asked on ``stream``."""
     on_end: Callable[[], None] | None = None
     """Called once the POST is over: its answer written, or its host gone."""
+    on_settled: Callable[[], None] | None = None
+    """Called once the call is over (answered, failed or cancelled): after its host hung up too, for a
+    handshake-era call, which goes on until then."""
 
     def attach(self, detach: Detach, headers: list[tuple[bytes, bytes]] | None = None) -> PostAnswer:
         """Detach the POST's answer (its task returns now); the response it is written on."""
@@ -325,4 +328,6 @@ class HttpSplice:
             self._front.calls.unspliced(call.tool.owner, call)
         if answer.asker is not None:
             answer.asker.close()  # a question still waiting for the host fails: the call is over
+        if answer.on_settled is not None:
+            answer.on_settled()
         self._front.note_call(call.tool, outcome, trio.current_time() - call.started)

@@ -31,6 +31,7 @@ from mcp_types import (
     INVALID_PARAMS,
     LOG_LEVEL_META_KEY,
     PROTOCOL_VERSION_META_KEY,
+    REQUEST_TIMEOUT,
     SERVER_INFO_META_KEY,
 )
 
@@ -251,6 +252,27 @@ async def test_a_host_that_hangs_up_leaves_the_call_running_and_its_answer_goes_
     assert front.outcomes == ["ok"] and front.calls.in_flight("fx") == 0
 
 
+async def test_a_host_that_hung_up_can_still_cancel_its_call_which_is_then_abandoned_upstream(
+    make_upstream: Callable[..., _Upstream],
+) -> None:
+    """The era cancels by notice, not by hanging up: a cancel after the hang-up is the call's, not the SDK's."""
+    hang_up = trio.Event()
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call(), hang_up=hang_up)
+            request = await upstream.request()
+            hang_up.set()
+            await trio.testing.wait_all_tasks_blocked()
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+            accepted = await host.post(cancel)
+            courtesy = await upstream.request()
+            again = await host.post(cancel)  # the call is over: the SDK's app has it (and ignores it)
+    assert accepted[0]["status"] == 202 and got() == [] and again[0]["status"] == 299  # 299: ``_FakeSdk``'s
+    assert courtesy["method"] == "notifications/cancelled" and courtesy["params"]["requestId"] == request["id"]
+    assert front.outcomes == ["cancelled"] and front.calls.in_flight("fx") == 0
+    assert host.app.taken == {"handshake splice": 1, "handshake cancel": 1, "sdk": 1}
+
+
 async def test_a_call_past_tool_timeout_sec_is_the_general_paths_timeout_result_in_the_hosts_shape(
     autojump_clock: trio.testing.MockClock, make_upstream: Callable[..., _Upstream]
 ) -> None:
@@ -331,6 +353,53 @@ async def test_a_question_still_waiting_when_the_call_ends_fails_and_its_late_re
             await trio.testing.wait_all_tasks_blocked()
             question = json.loads(got()[1]["body"].removeprefix(b"event: message\r\ndata: "))
             await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
+    assert host.app.taken == {"handshake splice": 1, "sdk": 1}
+
+
+@pytest.mark.parametrize("abandoned", ["withdrawn", "timed out"])
+async def test_a_question_abandoned_mid_call_is_cancelled_toward_the_host_and_its_late_reply_is_the_sdks(
+    make_upstream: Callable[..., _Upstream], abandoned: str
+) -> None:
+    """The upstream withdraws its question (its handler is cancelled), or it is asked with a timeout that passes:
+    the host hears ``notifications/cancelled`` for our id on the call's response, as from the SDK's dispatcher."""
+    events: list[dict[str, Any]] = []
+    with trio.fail_after(BOUND_SEC):
+        async with _session(make_upstream) as (host, front, upstream):
+            got = host.post_soon(_call(), watch=_keeping_events(events))
+            request = await upstream.request()
+            host_call = front.calls.attribute("fx", adopt=True)
+            assert host_call is not None
+            timed_out: list[MCPError] = []
+
+            async def ask() -> None:
+                metadata = ServerMessageMetadata(related_request_id=7)
+                timeout = None if abandoned == "withdrawn" else 0.01
+                with pytest.raises(MCPError) as caught:
+                    await host_call.ctx.session.send_request(
+                        types.ListRootsRequest(), types.ListRootsResult, timeout, metadata=metadata
+                    )
+                timed_out.append(caught.value)
+
+            async with trio.open_nursery() as asking:
+                asking.start_soon(ask)
+                await trio.testing.wait_all_tasks_blocked()
+                (question,) = events
+                if abandoned == "withdrawn":
+                    asking.cancel_scope.cancel()  # what the SDK does to the handler of a request its server cancels
+            reason = "caller cancelled" if abandoned == "withdrawn" else "timed out after 0.01s"
+            assert events[1:] == [
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": question["id"], "reason": reason},
+                }
+            ]
+            assert [e.code for e in timed_out] == ([] if abandoned == "withdrawn" else [REQUEST_TIMEOUT])
+            await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})  # late: the SDK's
+            await _answered(upstream, request, result={"content": []})
+            assert (
+                events[-1] == {"jsonrpc": "2.0", "id": 7, "result": {"content": []}} and got()[-1]["more_body"] is False
+            )
     assert host.app.taken == {"handshake splice": 1, "sdk": 1}
 
 
