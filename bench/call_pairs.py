@@ -15,6 +15,7 @@ httpfront             2026        2026            http   stdio     2026 host, st
 httpup                2026        2026            stdio  http      2026 host, streamable HTTP
 httpfront_h2025       handshake   handshake       http   stdio     handshake host, streamable HTTP
 httpfront_h2025_u2026 handshake   2026            http   stdio     2026 host, streamable HTTP
+httpup_h2025          handshake   2026            stdio  http      2026 host, streamable HTTP
 ===================== ==========  ==============  =====  ========  ===============================
 
 The host's era is ``mcp.Client(mode=...)`` (``auto``: 2026, ``legacy``: handshake); the
@@ -104,10 +105,13 @@ PAIRS: Final = (
     Pair("httpup", "stdio front x HTTP upstream", "auto", upstream_legacy=False, upstream="http"),
     Pair("httpfront_h2025", "HTTP front x stdio, handshake", "legacy", upstream_legacy=True, front="http"),
     Pair("httpfront_h2025_u2026", "HTTP front, handshake x 2026", "legacy", upstream_legacy=False, front="http"),
+    Pair("httpup_h2025", "stdio front, handshake x HTTP up", "legacy", upstream_legacy=False, upstream="http"),
 )
 """The pairs measured here, in order. ``httpfront_h2025`` (round 17): most HTTP hosts that ship
 today speak the handshake era, whose stateful sessions the HTTP front served on the SDK's path
-until round 18. ``httpfront_h2025_u2026`` (round 18): such a host, and a server that moved on."""
+until round 18. ``httpfront_h2025_u2026`` (round 18): such a host, and a server that moved on.
+``httpup_h2025`` (round 20): the stdio hosts that ship today speak the handshake era, and reach
+remote servers through the sidecar."""
 PAIRS_ENV: Final = "BENCH_P2_PAIRS"
 Upstreams = dict[str, int]
 """Per variant, the pid of its upstream when that is not a child of its middle process (an HTTP upstream's)."""

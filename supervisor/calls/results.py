@@ -40,6 +40,20 @@ def strip_server_stamp(result: Any) -> Any:
     return result
 
 
+def handshake_shaped(result: dict[str, Any]) -> dict[str, Any]:
+    """A wire result as a handshake-era host gets it (in place): no ``resultType``, no upstream ``serverInfo``."""
+    if result.get("resultType") == "complete":
+        del result["resultType"]
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
+        if rest:
+            result["_meta"] = rest
+        else:
+            del result["_meta"]
+    return result
+
+
 def sieved(method: str, version: str, result: BaseModel) -> dict[str, Any]:
     """``result`` in the wire shape of ``version``, as the SDK's server sieves a handler's result.
 

@@ -102,6 +102,7 @@ def request_context_on(
     params: dict[str, Any] | None,
     *,
     outbound: Any = None,
+    meta: Any = None,
 ) -> ServerRequestContext[Any]:
     """The context of a request ``connection``'s host sent that no SDK handler serves (the wire splice's).
 
@@ -109,7 +110,9 @@ def request_context_on(
     ``notify``, ``send_raw_request``, ``can_send_request``), by default the
     connection's own channel, which over stdio is the host's wire: what the
     SDK's per-request session would send on. Over HTTP, the request's own
-    response (``host.http_handshake_calls``).
+    response (``host.http_handshake_calls``); for a call run off the stdio wire,
+    one that writes notices in order with the answer (``host.stdio_fast_calls``).
+    ``meta``: the request's ``_meta`` as it came.
     """
     session = ServerSession(cast(Any, connection.outbound if outbound is None else outbound), connection)
     return ServerRequestContext(
@@ -119,6 +122,7 @@ def request_context_on(
         method=method,
         params=params,
         request_id=request_id,
+        meta=meta,
     )
 
 

@@ -46,11 +46,18 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
    From a stdio host, such a call skips the SDK's stdio server in the same way:
    the wire splice hands it to ``host.stdio_fast_calls``, which runs it off the
-   host wire (telemetry off).
+   host wire (telemetry off). **A handshake-era stdio host's** call takes this
+   row too when its ``_meta`` holds at most trace context and the server's
+   generation is 2026-era (over HTTP, or over stdio with its splice not ready):
+   such a server asks nothing mid-call, its input rounds are run in the sidecar
+   (``Upstream.call_tool_wire``), its log messages are asked for at the host's
+   level, and the result takes the handshake shape (``ToolCalls.call_tool_wire``).
 3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
    * a handshake-era host over HTTP, but for the splice's row (a session's
      call to an HTTP server, or not taken by its POST's conditions): the SDK
      serves its era's shapes;
+   * a handshake-era stdio host's call to a handshake-era server off the
+     splice (over HTTP: its questions mid-call), or with other ``_meta``;
    * a progress token: the upstream's notices need a token of ours;
    * ``inputResponses`` or ``requestState``: an input round's retry;
    * an ``outputSchema``: the SDK validates structured content against it;
@@ -149,4 +156,6 @@ def path_of(
     )
     if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"
-    return "sdk" if handshake_host else "fast"
+    if handshake_host:  # a stdio host's call to a 2026-era server: its rounds run in the sidecar, off the SDK
+        return "fast" if stdio_host and call.spliceable and upstream.modern else "sdk"
+    return "fast"

@@ -28,7 +28,7 @@ call keeps, with the texts of the general path (the splice's own list,
 * metrics and the rate-limited failure warning (``Front.note_call``);
 * the result in the host's era's shape: a 2026-era host's stamped with our
   ``serverInfo`` (``host.fast_path.restamp``), a handshake-era host's as the
-  upstream sent it (``host.splice_rounds.handshake_shaped``);
+  upstream sent it (``calls.results.handshake_shaped``);
 * a handshake-era upstream's requests to its host mid-call (sampling,
   elicitation, roots): the call is counted in flight on its server, and
   ``adopt`` asks them on the call's own response (the answer's ``Asker``).
@@ -71,10 +71,11 @@ from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 
+from supervisor.calls.results import handshake_shaped
 from supervisor.calls.splice import SplicedCall
 from supervisor.host.fast_path import restamp
 from supervisor.host.http_answers import PING_SEC, PostAnswer
-from supervisor.host.splice_rounds import HandshakeRounds, declared_capabilities, handshake_shaped, log_notice_line
+from supervisor.host.splice_rounds import HandshakeRounds, declared_capabilities, log_notice_line
 from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:

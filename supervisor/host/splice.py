@@ -77,6 +77,7 @@ from mcp_types import (
 from outcome import Outcome
 
 from supervisor.calls.attribution import HostCall
+from supervisor.calls.results import handshake_shaped
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
 from supervisor.host.call_paths import path_of, plain_call
@@ -87,7 +88,6 @@ from supervisor.host.splice_rounds import (
     Promotion,
     declared_capabilities,
     first_round_answer,
-    handshake_shaped,
     log_notice_line,
 )
 from supervisor.host.stdio_fast_calls import StdioFastCalls, Tracker
@@ -205,7 +205,9 @@ class HostSplice:
         routed = self.front.route(plain.name) if plain is not None else None
         path = path_of(plain, routed, stdio_host=True, handshake_host=handshake)
         if path == "fast" and plain is not None and routed is not None:
-            return "fast" if self.fast.take(message, routed, plain.arguments, None if spans is None else line) else None
+            large_line = None if spans is None else line
+            taken = self.fast.take(message, routed, plain.arguments, large_line, handshake=handshake)
+            return "fast" if taken else None
         if path != "splice":
             return None
         assert plain is not None and routed is not None

@@ -54,7 +54,7 @@ import mcp_types as types
 import outcome
 import trio
 from mcp import MCPError
-from mcp_types import INTERNAL_ERROR, SERVER_INFO_META_KEY
+from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from supervisor.calls.attribution import CallTracker, HostCall, level_admits, named_for
@@ -160,20 +160,6 @@ def first_round_answer(
         return "ok", message, None
     message["result"] = restamp(value)
     return ("tool_error" if value.get("isError") is True else "ok"), message, None
-
-
-def handshake_shaped(result: dict[str, Any]) -> dict[str, Any]:
-    """A wire result as a handshake-era host gets it (in place): no ``resultType``, no upstream ``serverInfo``."""
-    if result.get("resultType") == "complete":
-        del result["resultType"]
-    meta = result.get("_meta")
-    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
-        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
-        if rest:
-            result["_meta"] = rest
-        else:
-            del result["_meta"]
-    return result
 
 
 def log_notice_line(call: SplicedCall, params: dict[str, Any]) -> bytes | None:

@@ -1,29 +1,41 @@
-"""A 2026-era stdio host's fast-path ``tools/call``, answered off the host wire without the SDK's server (issue 29).
+"""A stdio host's fast-path ``tools/call``, answered off the host wire without the SDK's server (issue 29).
 
 A call the wire splice does not carry but the fast path does (``host.call_paths``:
 a 2026-era host's plain call to a server over streamable HTTP, or to a stdio
-server whose splice is not ready, or with a log level in its ``_meta``) took
-the SDK's stdio server to reach the fast path: its dispatcher's task per
-request, its runner, its context, its response channel. About 280 us of the
-sidecar's CPU per call of its 490 (``python -m bench.profile_pair httpup``).
-``StdioFastCalls.take`` runs it instead, off the line the splice already
-parsed, when the splice's ``path_of`` says ``"fast"`` and all of these hold:
+server whose splice is not ready, or with a log level in its ``_meta``; a
+handshake-era host's plain call to a 2026-era server over HTTP, or over stdio
+with its splice not ready) took the SDK's stdio server to reach the fast path
+or the SDK path: its dispatcher's task per request, its runner, its context,
+its response channel, and for a handshake-era host the SDK's client and models
+too. About 280 us of the sidecar's CPU per call of its 490 for a 2026-era host
+(``python -m bench.profile_pair httpup``), 1,550 us for a handshake-era one
+(``httpup_h2025``). ``StdioFastCalls.take`` runs it instead, off the line the
+splice already parsed, when the splice's ``path_of`` says ``"fast"`` and all of
+these hold:
 
-* its ``_meta`` is the envelope and at most a log level (as the HTTP front's
-  own answer takes: ``host.http_fast_calls``), and the SDK's request ladder
-  accepts the envelope (``classify_inbound_request``, no headers on stdio);
+* a 2026-era host's ``_meta`` is the envelope and at most a log level (as the
+  HTTP front's own answer takes: ``host.http_fast_calls``), and the SDK's
+  request ladder accepts the envelope (``classify_inbound_request``, no headers
+  on stdio); a handshake-era host's holds at most trace context (``path_of``),
+  and the SDK has answered its ``initialize`` (its connection);
 * telemetry is off (the SDK's span is the SDK path's); not shutting down;
   no call of the host's with that id is running here.
 
 The call runs in a task of its own (the link's nursery) through the same
 code as the SDK path's fast path (``ToolCalls.call_tool_wire``: routing,
-``tool_timeout_sec``, errors, the unknown-tool heal, metrics), its context
-the one the SDK's single-exchange entry gives a 2026 request
-(``compat.sdk.modern_request_context``), whose log notices go to the host
-wire; its answer, or the SDK runner's error for what it raised
-(``modern_error_data``), is written to the host as one line. The host's
-``notifications/cancelled`` for it cancels the task, and it is answered
-never, as on the SDK path. The stdio link's unanswered-request set tracks it.
+``tool_timeout_sec``, errors, the unknown-tool heal, metrics, the result in
+the host's era's shape, a handshake-era host's input rounds run in the
+sidecar). A 2026-era host's context is the one the SDK's single-exchange entry
+gives a 2026 request (``compat.sdk.modern_request_context``); a handshake-era
+host's is built on its connection (``compat.sdk.request_context_on``), whose
+requests (an input round's questions) go through the connection's own channel,
+so the SDK's dispatcher takes the host's reply. The call's log notices go to
+the host wire, in order with its answer; its answer, or the SDK's error for
+what it raised (the runner's ``modern_error_data``, or for the handshake era
+the dispatcher's: ``handshake_error_data``), is written to the host as one
+line. The host's ``notifications/cancelled`` for it cancels the task, and it
+is answered never, as on the SDK path. The stdio link's unanswered-request set
+tracks it.
 
 Concurrency: ``take`` and ``cancel`` are synchronous, in the host wire's
 reader task; each call's task writes its notices and answer itself, through
@@ -33,6 +45,7 @@ the wire's writer (``write``: at once when the writer is idle).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -40,17 +53,22 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import trio
 from mcp.server.runner import modern_error_data
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
-from mcp_types import LOG_LEVEL_META_KEY
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import LOG_LEVEL_META_KEY, ErrorData
 
-from supervisor.compat.sdk import modern_request_context
+from supervisor.compat.sdk import modern_request_context, request_context_on
 from supervisor.host.call_paths import ENVELOPE_KEYS
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import frame
 
 if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+
     from supervisor.catalog.registry import RegisteredTool
     from supervisor.host.front import Front
     from supervisor.server_actor import ServerActor
+
+logger = logging.getLogger(__name__)
 
 _TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
 
@@ -88,29 +106,44 @@ class StdioFastCalls:
         routed: tuple[RegisteredTool, ServerActor],
         arguments: dict[str, Any] | None,
         large_line: bytes | None = None,
+        *,
+        handshake: bool = False,
     ) -> bool:
         """Run the ``tools/call`` request ``message`` here (True), or leave it to the SDK (False).
 
         ``large_line``: the line, when ``message`` is a large one's envelope (``wire.codec.load``: its big
         members left unread, as placeholders): the call needs them, so the line is read whole.
+        ``handshake``: the host speaks a handshake era (its connection is the Front's, once the SDK answered
+        its ``initialize``).
         """
         nursery = self.nursery
-        if nursery is None or TELEMETRY.on or self._front.shutting_down:
+        connection = self._front.handshake_connection if handshake else None
+        if nursery is None or TELEMETRY.on or self._front.shutting_down or (handshake and connection is None):
             return False
         if large_line is not None:
             message = json.loads(large_line)
             arguments = message["params"].get("arguments")
         host_id, params = message["id"], message["params"]
-        if host_id in self._running or not _TAKEN_META_KEYS.issuperset(params.get("_meta") or ()):
+        if host_id in self._running:
             return False
-        verdict = classify_inbound_request(message)
-        if not isinstance(verdict, InboundModernRoute):
-            return False  # the SDK answers with the ladder's error
+        if connection is not None:
+            outbound = _HostWire(connection.outbound, self._notify)
+            ctx = request_context_on(
+                connection, "tools/call", host_id, params, outbound=outbound, meta=params.get("_meta")
+            )
+            error_of = handshake_error_data
+        else:
+            if not _TAKEN_META_KEYS.issuperset(params.get("_meta") or ()):
+                return False
+            verdict = classify_inbound_request(message)
+            if not isinstance(verdict, InboundModernRoute):
+                return False  # the SDK answers with the ladder's error
+            ctx = modern_request_context(verdict, "tools/call", host_id, params, self._notify)
+            error_of = modern_error_data
         scope = self._running[host_id] = trio.CancelScope()
         self._tracker.track(host_id)
         self.taken += 1
-        run = partial(self._run, host_id, scope, verdict=verdict, params=params, routed=routed, arguments=arguments)
-        nursery.start_soon(run)
+        nursery.start_soon(partial(self._run, host_id, scope, ctx, error_of, routed=routed, arguments=arguments))
         return True
 
     def cancel(self, host_id: str | int) -> bool:
@@ -125,21 +158,20 @@ class StdioFastCalls:
         self,
         host_id: str | int,
         scope: trio.CancelScope,
+        ctx: ServerRequestContext[Any],
+        error_of: Callable[[Exception], ErrorData],
         *,
-        verdict: InboundModernRoute,
-        params: dict[str, Any],
         routed: tuple[RegisteredTool, ServerActor],
         arguments: dict[str, Any] | None,
     ) -> None:
         tool, actor = routed
         try:
             with scope:
-                ctx = modern_request_context(verdict, "tools/call", host_id, params, self._notify)
                 try:
                     result = await self._front.tool_calls.call_tool_wire(ctx, tool, actor, arguments)
                     reply: dict[str, Any] = {"jsonrpc": "2.0", "id": host_id, "result": result}
-                except Exception as exc:  # what the SDK's runner maps, mapped the same way
-                    error = modern_error_data(exc).model_dump(mode="json", exclude_none=True)
+                except Exception as exc:  # what the SDK maps, mapped the same way
+                    error = error_of(exc).model_dump(mode="json", exclude_none=True)
                     reply = {"jsonrpc": "2.0", "id": host_id, "error": error}
                 await self._write(frame(reply))
         finally:
@@ -152,3 +184,31 @@ class StdioFastCalls:
         if params is not None:
             message["params"] = params
         await self._write(frame(message))
+
+
+class _HostWire:
+    """A handshake-era host's call's ``DispatchContext``: its notices on the host wire, in order with its answer
+    (``notify``), its requests through the connection's own channel (the SDK's dispatcher takes the reply)."""
+
+    can_send_request = True
+
+    def __init__(self, connection_outbound: Any, notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]]):
+        self._connection_outbound = connection_outbound
+        self._notify = notify
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        await self._notify(method, params)
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self._connection_outbound.send_raw_request(method, params, opts)
+        return result
+
+
+def handshake_error_data(exc: Exception) -> ErrorData:
+    """What the SDK's dispatcher answers a handshake-era request whose handler raised ``exc``: its ladder, then its
+    catch-all (code 0 and the exception's text, its compatibility rule)."""
+    error = handler_exception_to_error_data(exc)
+    if error is not None:
+        return error
+    logger.exception("a fast-path call of a handshake-era host raised")
+    return ErrorData(code=0, message=str(exc))

@@ -29,9 +29,10 @@ import trio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp_types import URL_ELICITATION_REQUIRED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.calls.attribution import HostCall
-from supervisor.calls.results import CallOutcome, sieved
+from supervisor.calls.results import CallOutcome, handshake_shaped, sieved
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.errors import UpstreamError, UpstreamTimeout
 from supervisor.host.fast_path import restamp
@@ -128,11 +129,13 @@ class ToolCalls:
     async def call_tool_wire(
         self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
     ) -> dict[str, Any]:
-        """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, restamped.
+        """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, in the
+        host's era's shape: restamped for a 2026-era host, ``handshake_shaped`` for a handshake-era one.
 
         Always the result's wire dict, ours included (the HTTP front's own answer
         writes it as it is: ``host.http_fast_calls``).
         """
+        modern_host = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if self._front.shutting_down:
             finished: ToolCallResult = error_result(SHUTTING_DOWN_TEXT)
         else:
@@ -142,11 +145,14 @@ class ToolCalls:
                 return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
 
             result: Any = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
+            if isinstance(result, dict) and not modern_host:
+                return handshake_shaped(result)
             finished = self._finished(result)
         if isinstance(finished, dict):
             return finished
         # A model here is the SDK's to sieve, but the fast path short-circuits the SDK's serialization.
-        return restamp(sieved("tools/call", ctx.protocol_version, finished), self._front.server.server_info_stamp)
+        shaped = sieved("tools/call", ctx.protocol_version, finished)
+        return restamp(shaped, self._front.server.server_info_stamp) if modern_host else shaped
 
     def _finished(self, result: Any) -> ToolCallResult:
         """What the host gets: an error result for an ``UpstreamError``'s text, a wire result restamped.

@@ -42,6 +42,7 @@ import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, cast
 
 import mcp_types as types
@@ -50,6 +51,7 @@ from mcp import Client
 from mcp.client.caching import CacheMode
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from supervisor._version import __version__
 from supervisor.calls.attribution import CallNotices, HostCall, HostSide, no_host_error
@@ -191,8 +193,11 @@ class Upstream:
         return send
 
     async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
-        """``call_tool`` for a 2026-era host (of a server of either era), the result as the server's raw JSON object.
+        """``call_tool`` on the fast path, the result as the server's raw JSON object.
 
+        For a 2026-era host (of a server of either era), or a handshake-era one of
+        a 2026-era server, whose input rounds are run here as ``call_tool`` runs
+        them: each round's result the SDK's model, each retry sent by this path.
         The request skips the SDK's request model and the result its validation
         (``host.fast_path``); errors translate as in ``call_tool``, and a result that
         is not even shaped like one is an ``UpstreamProtocolError``.
@@ -201,23 +206,43 @@ class Upstream:
         what = f"tools/call {raw_name}"
         # Its own POST to a 2026-era HTTP server; not with telemetry on: the SDK's dispatcher makes the span's request.
         http = self.http_calls if not TELEMETRY.on else None
+        rounds_here = self.modern and not call.modern_host  # ``_send_and_drive`` runs them: it wants the round's model
 
-        async def send(responses: Any, state: Any, meta: Any, progress: Any) -> dict[str, Any]:
+        async def send(responses: Any, state: Any, meta: Any, progress: Any) -> Any:
             params: dict[str, Any] = {"name": raw_name}
             if arguments is not None:
                 params["arguments"] = arguments
+            if responses is not None:  # an input round's retry (run here for a handshake-era host)
+                params["inputResponses"] = {
+                    key: response.model_dump(by_alias=True, mode="json", exclude_none=True)
+                    for key, response in responses.items()
+                }
+            if state is not None:
+                params["requestState"] = state
             if meta:
                 params["_meta"] = dict(meta)
             if http is None:
-                return await send_raw_request(session, "tools/call", params)
-            headers = stamp_request(session, "tools/call", params)
-            return await http.request("tools/call", params, headers, lambda m, p: self.notice_routes.route(m, p, call))
+                result = await send_raw_request(session, "tools/call", params)
+            else:
+                headers = stamp_request(session, "tools/call", params)
+                result = await http.request("tools/call", params, headers, partial(self.notice_routes.route, call=call))
+            return self._input_round(what, result) if rounds_here else result
 
         result: dict[str, Any] = await self._interactive(what, call, send)
         if not wire_result_shaped(result):
             name = self._settings.name
             raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid result")
         return result
+
+    def _input_round(self, what: str, result: dict[str, Any]) -> dict[str, Any] | types.InputRequiredResult:
+        """``result`` as it came, or, for an input round, the SDK's model of it (which its round driver reads)."""
+        if result.get("resultType") != "input_required":
+            return result
+        try:
+            return types.InputRequiredResult.model_validate(result)
+        except ValidationError:
+            name = self._settings.name
+            raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid input round") from None
 
     async def finish_input_rounds(
         self, raw_name: str, arguments: dict[str, Any] | None, first: dict[str, Any], call: HostCall

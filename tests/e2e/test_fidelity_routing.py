@@ -29,6 +29,7 @@ from tests.fidelity_host import (
     FRONTS,
     HOST_ERAS,
     HTTP_CLIENT_LEAKS_ASYNCGENS,
+    ROOT_URI,
     UPSTREAM_ERAS,
     Recorder,
     listening_for_updates,
@@ -84,23 +85,47 @@ async def test_sampling_and_progress_of_host_a_never_reach_host_b(tmp_path: Path
     assert [e["tool"] for e in own] == ([] if upstream else ["sample"])
 
 
-async def test_a_2026_hosts_call_to_a_2026_http_server_gets_its_log_messages_before_its_result(tmp_path: Path) -> None:
-    """The fast path's own POST (``upstream.http_calls``) reads the call's event stream: its logs, then its answer."""
+@pytest.mark.parametrize("mode", HOST_ERAS)
+async def test_a_hosts_calls_to_a_2026_http_server_take_our_own_post_with_logs_first_and_rounds_asked_of_it(
+    tmp_path: Path, mode: ConnectMode
+) -> None:
+    """The fast path's own POST (``upstream.http_calls``) reads the call's event stream: its logs, then its answer.
+
+    From a handshake-era stdio host too (issue 29, round 20: ``host.stdio_fast_calls``): the log level it set goes
+    upstream with each call, the input rounds of sampling, elicitation and roots are run by the sidecar and asked of
+    this host, and the result has the handshake shape (no ``serverInfo`` stamp, ours or the server's).
+    """
     recorder = Recorder(name="ada")
     log = tmp_path / "fx.jsonl"
     with trio.fail_after(BOUND_SEC):
         async with open_http_fixture("--fidelity", "--name", "fx", log=log) as fixture:
             config = write_settings(tmp_path, {"fx": {"url": fixture.url}})
-            async with open_host(config, "auto", log_level="warning", **recorder.client_options(Host())) as host:
+            async with open_host(config, mode, log_level="warning", **recorder.client_options(Host())) as host:
                 await _ready(host)
-                assert text_of(await host.session.call_tool("mcp__fx__log", {})) == "logged"
+                if not host.modern:
+                    await host.session.session.send_request(
+                        types.SetLevelRequest(params=types.SetLevelRequestParams(level="warning")), types.EmptyResult
+                    )
+                logged = await host.session.call_tool("mcp__fx__log", {})
+                assert text_of(logged) == "logged"
                 # Before the result: the host has them as soon as the call returns, no wait.
                 assert [(m.level, m.logger, m.data) for m in recorder.logs] == [
                     ("warning", "fx.fx", "msg-warning"),
                     ("error", "fx.fx", "msg-error"),
                 ]
-    (call,) = [e for e in _events(log, "request") if e["method"] == "tools/call"]
-    assert str(call["id"]).startswith(HTTP_CALL_ID_PREFIX)
+                stamp = (logged.meta or {}).get("io.modelcontextprotocol/serverInfo")
+                assert stamp is None if not host.modern else stamp["name"] == "mcp-supervisor"
+                sampled = await host.session.call_tool("mcp__fx__sample", {"text": "hi"})
+                assert text_of(sampled) == "sampled: model of ada (ada-model)" and recorder.samples == ["hi"]
+                elicited = await host.session.call_tool("mcp__fx__elicit", {})
+                assert text_of(elicited) == 'elicited: accept {"name": "ada"}'
+                assert text_of(await host.session.call_tool("mcp__fx__roots", {})) == f"roots: {ROOT_URI}"
+    calls = [e for e in _events(log, "request") if e["method"] == "tools/call"]
+    # A 2026-era host runs each round itself (its retries are the SDK path's); the sidecar runs a handshake-era
+    # host's, every request of them its own POST.
+    assert [e["tool"] for e in calls] == ["log", "sample", "sample", "elicit", "elicit", "roots", "roots"]
+    own = [e["tool"] for e in calls if str(e["id"]).startswith(HTTP_CALL_ID_PREFIX)]
+    assert own == (["log", "sample", "elicit", "roots"] if mode == "auto" else [e["tool"] for e in calls])
 
 
 async def _two_hosts_call_at_once(config: Path, alice: Recorder, bob: Recorder) -> None:

@@ -1,9 +1,11 @@
-"""``host.stdio_fast_calls``: a 2026-era stdio host's fast-path call, run off the host wire, not by the SDK's server.
+"""``host.stdio_fast_calls``: a stdio host's fast-path call, run off the host wire, not by the SDK's server.
 
 In-process: the host wire is a memory stream, the call's upstream a fake
 behind ``ToolCalls.call_tool_wire`` (the fast path's own code is the SDK
-path's, tested there), routed to a server over HTTP (no splice), so
-``path_of`` says ``"fast"``.
+path's, tested there), routed to a 2026-era server over HTTP (no splice), so
+``path_of`` says ``"fast"`` for a host of either era. End to end, with a real
+host and server: ``tests/e2e/test_fidelity_routing.py``'s
+``test_a_hosts_calls_to_a_2026_http_server_take_our_own_post…``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import pytest
 import trio
 import trio.testing
 from mcp import MCPError, types
+from mcp.server.connection import Connection
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
@@ -78,7 +82,7 @@ class _Front(SpliceFront):
         self.tool_calls = _ToolCalls()
         self.shutting_down = False
         tool = SimpleNamespace(source=SimpleNamespace(output_schema=None), owner="fx", raw_name="echo")
-        self._routed = (tool, SimpleNamespace(ready_upstream=SimpleNamespace(splice=None)))
+        self._routed = (tool, SimpleNamespace(ready_upstream=SimpleNamespace(splice=None, modern=True)))
 
     def route(self, name: str) -> Any:
         return self._routed if name == "mcp__fx__echo" else None
@@ -193,3 +197,95 @@ async def test_nothing_is_taken_with_telemetry_on_or_without_the_links_nursery(m
         splice.fast.nursery = None  # the link stopped serving
         assert splice.on_line(_call(2)) is False
     assert splice.taken == {"sdk": 2}
+
+
+# -- a handshake-era host ----------------------------------------------------------------------------
+
+HANDSHAKE = "2025-11-25"
+
+
+class _HostChannel:
+    """The connection's own channel (the SDK's dispatcher on the host wire): what a call's question goes through."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, Any]] = []
+
+    async def send_raw_request(self, method: str, params: Any, opts: Any = None) -> dict[str, Any]:
+        self.asked.append((method, params))
+        return {"roots": []}
+
+    async def notify(self, method: str, params: Any, opts: Any = None) -> None:
+        raise AssertionError("a call's notices go on the host wire in order with its answer, not here")
+
+
+def _handshake(front: _Front) -> _HostChannel:
+    channel = _HostChannel()
+    front.handshake_connection = Connection(cast(Any, channel), protocol_version=HANDSHAKE)
+    return channel
+
+
+def _bare_call(request_id: int = 7, /, **meta: Any) -> bytes:
+    params: dict[str, Any] = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}}
+    if meta:
+        params["_meta"] = meta
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
+
+
+async def test_a_handshake_hosts_call_runs_on_its_connection_its_notices_and_question_in_order_with_its_answer() -> (
+    None
+):
+    front, tracker = _Front(), SpliceTracker()
+    channel = _handshake(front)
+    front.tool_calls.log_first = True
+    traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            splice.handshake_version = HANDSHAKE
+            assert splice.on_line(_bare_call(traceparent=traceparent)) is True
+            notice = json.loads(await wire.receive())
+            ((ctx, _),) = front.tool_calls.calls
+            roots = await ctx.session.send_request(
+                types.ListRootsRequest(), types.ListRootsResult, metadata=ServerMessageMetadata(related_request_id=7)
+            )
+            front.tool_calls.answer.set()
+            answer = json.loads(await wire.receive())
+    assert notice["method"] == "notifications/message" and notice["params"]["data"] == "working"
+    assert answer == {"jsonrpc": "2.0", "id": 7, "result": RESULT}
+    assert ctx.protocol_version == HANDSHAKE and ctx.request_id == 7 and ctx.meta == {"traceparent": traceparent}
+    assert channel.asked == [("roots/list", None)] and roots == types.ListRootsResult(roots=[])
+    assert splice.taken == {"fast": 1} and tracker.settled == [7]
+
+
+@pytest.mark.parametrize(
+    ("raised", "error"),
+    [
+        (MCPError(INVALID_PARAMS, "no such tool", None), {"code": INVALID_PARAMS, "message": "no such tool"}),
+        (RuntimeError("it broke"), {"code": 0, "message": "it broke"}),  # the dispatcher's catch-all, not the runner's
+    ],
+    ids=["an MCP error", "anything else"],
+)
+async def test_what_a_handshake_hosts_call_raises_is_the_sdk_dispatchers_error(
+    raised: Exception, error: dict[str, Any]
+) -> None:
+    front, tracker = _Front(), SpliceTracker()
+    _handshake(front)
+    front.tool_calls.result = raised
+    front.tool_calls.answer.set()
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            splice.handshake_version = HANDSHAKE
+            assert splice.on_line(_bare_call())
+            answer = json.loads(await wire.receive())
+    assert answer == {"jsonrpc": "2.0", "id": 7, "error": error}
+
+
+async def test_a_handshake_hosts_call_before_its_connection_is_known_or_with_other_meta_is_the_sdks() -> None:
+    front, tracker = _Front(), SpliceTracker()
+    front.tool_calls.answer.set()
+    async with _wired(front, tracker) as (splice, _):
+        splice.handshake_version = HANDSHAKE
+        assert splice.on_line(_bare_call(1)) is False  # the SDK has not answered its initialize yet
+        _handshake(front)
+        assert splice.on_line(_bare_call(2, progressToken=1)) is False
+        assert splice.on_line(_bare_call(3, **{LOG_LEVEL_META_KEY: "info"})) is False
+    assert splice.taken == {"sdk": 3} and front.tool_calls.calls == []

@@ -54,9 +54,9 @@ BARE: dict[str, Any] = {"name": "mcp__fx__echo", "arguments": {"text": "hi"}}
 def _generation(*, stdio: bool = True, ready: bool = True, modern: bool = True) -> Any:
     """A ready generation (2026-era unless ``modern`` is False): over stdio with a splice, or not.
 
-    The era decides only the HTTP front's splice (``http answer``).
+    The era decides the HTTP front's splice (``http answer``) and a handshake-era stdio host's fast path.
     """
-    return SimpleNamespace(splice=SimpleNamespace(ready=ready, modern=modern) if stdio else None)
+    return SimpleNamespace(splice=SimpleNamespace(ready=ready, modern=modern) if stdio else None, modern=modern)
 
 
 def _routed(generation: Any = None, output_schema: dict[str, Any] | None = None) -> Any:
@@ -91,7 +91,14 @@ DECISIONS = [
      _routed(_generation(modern=False)), "splice"),
     ("handshake", "http answer", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
     ("handshake", "http answer", {**BARE, "_meta": {"progressToken": 1}}, _routed(_generation(modern=False)), "sdk"),
-    ("handshake", "stdio", BARE, _routed(_generation(stdio=False)), "sdk"),
+    ("handshake", "stdio", BARE, _routed(_generation(stdio=False)), "fast"),
+    ("handshake", "stdio", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation(stdio=False)), "fast"),
+    ("handshake", "stdio", BARE, _routed(_generation(ready=False)), "fast"),
+    ("handshake", "stdio", BARE, _routed(_generation(stdio=False, modern=False)), "sdk"),
+    ("handshake", "stdio", BARE, _routed(_generation(ready=False, modern=False)), "sdk"),
+    ("handshake", "stdio", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
+     _routed(_generation(stdio=False)), "sdk"),
+    ("handshake", "http", BARE, _routed(_generation(stdio=False)), "sdk"),
     ("handshake", "stdio", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation()), "sdk"),
     ("handshake", "stdio", {**BARE, "_meta": ENVELOPE}, _routed(_generation()), "sdk"),
