@@ -57,15 +57,13 @@ deadline task lives in the upstream transport's nursery.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import trio
 from mcp.server.connection import Connection
 from mcp_types import (
@@ -90,6 +88,7 @@ from supervisor.host.splice_rounds import (
     first_round_answer,
     log_notice_line,
 )
+from supervisor.host.splice_wire import HostWire
 from supervisor.host.stdio_fast_calls import StdioFastCalls, Tracker
 from supervisor.telemetry.spans import TELEMETRY, start_spliced_call
 from supervisor.wire import large as wire_large
@@ -103,9 +102,6 @@ if TYPE_CHECKING:
     from supervisor.host.front import Front
 
 logger = logging.getLogger(__name__)
-
-_ANSWER_WRITE_GRACE_SEC: Final = 5.0
-"""How long writing one spliced answer may wait for the host wire once its writer is cancelled (shielded)."""
 
 
 @dataclass(eq=False)
@@ -122,17 +118,15 @@ class HostSplice:
     enabled: bool = True
     taken: Counter[str] = field(default_factory=Counter)
     """How many ``tools/call`` lines were ``"spliced"`` and how many left to the SDK (``"sdk"``)."""
-    _out: MemoryObjectSendStream[Any] | None = None
     _by_host_id: dict[str | int, SplicedCall] = field(default_factory=dict)
     _promoted: dict[SplicedCall, Promotion] = field(default_factory=dict)
     """Calls whose handshake-era upstream asked their 2026-era host something: their exchanges' (``adopt``)."""
     _rounds: HandshakeRounds = field(init=False)  # a handshake-era host's calls' input rounds (2026-era upstreams)
     _stamp: dict[str, Any] | None = None
-    _wire_stuck: bool = False
     _batched: list[DirectWrite] = field(default_factory=list)
     """Upstream stdins holding request lines from the chunk ``on_line`` is in (``flush_requests`` writes them)."""
-    direct: DirectWrite = field(default_factory=DirectWrite)
-    """Bound to the host wire by the stdio link (``open_stdio_wire``); upstream pumps ``flush`` it per chunk."""
+    wire: HostWire = field(default_factory=HostWire)
+    """The host wire the answers go on (``host.splice_wire``), attached by the stdio link."""
     handshake_version: str | None = None
     """A handshake-era host's version, set once the SDK answered its ``initialize`` (``host.stdio``); else None."""
 
@@ -141,13 +135,16 @@ class HostSplice:
 
     def __post_init__(self) -> None:
         self._rounds = HandshakeRounds(self, self.front)
-        self.fast = StdioFastCalls(self.front, self.tracker, self.write_line)
+        self.fast = StdioFastCalls(self.front, self.tracker, self.wire.write_line)
+
+    @property
+    def direct(self) -> DirectWrite:
+        """The host pipe's direct writes (``HostWire.direct``), which the stdio link binds to its wire."""
+        return self.wire.direct
 
     def attach(self, out: MemoryObjectSendStream[Any] | None) -> None:
         """The host wire's outgoing queue (a clone the splice owns and closes), or None to stop splicing."""
-        if self._out is not None:
-            self._out.close()
-        self._out = out
+        self.wire.attach(out)
 
     def batched(self, direct: DirectWrite) -> None:
         """``direct`` (an upstream's stdin) holds a request from the current host chunk."""
@@ -184,12 +181,12 @@ class HostSplice:
 
     def _take_list(self, line: bytes) -> bool:
         """A first-page ``tools/list``, answered from the encoded catalog if it is cached for the host's version."""
-        out = self._out if self.enabled else None
+        out = self.wire.out if self.enabled else None
         return out is not None and send_list_answer(line, self.handshake_version, self.front.tools_list_cache, out)
 
     def _take_call(self, line: bytes) -> str | None:
         """Which way a ``tools/call`` line was taken (``"spliced"``, ``"fast"``), or None: the SDK's."""
-        if not self.enabled or self._out is None or self.front.shutting_down:
+        if not self.enabled or self.wire.out is None or self.front.shutting_down:
             return None
         try:
             message, spans = load(line, "params")
@@ -339,10 +336,8 @@ class HostSplice:
         line = log_notice_line(call, params)
         if line is None:
             return False
-        if line and not self.direct.try_write(line):  # b"": below the level the host set
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                if self._out is not None:
-                    await self._out.send(line)
+        if line:  # b"": below the level the host set
+            await self.wire.send(line)
         return True
 
     def version_of(self, call: SplicedCall) -> str:  # ``host.splice_rounds.RoundsHost``
@@ -382,38 +377,7 @@ class HostSplice:
         """Write ``line`` as the answer to ``call``'s own request, whatever its upstream half does with answers."""
         if self._by_host_id.pop(call.host_id, None) is not call:
             return  # cancelled by the host meanwhile: JSON-RPC wants no answer
-        if self._out is not None and self.direct.try_write(line, partial(self._finish, call, outcome)):
-            return  # batched: written (then finished) by the pump's flush, or first by the woken writer
-        try:
-            if self._out is not None:
-                try:
-                    # A host that reads slowly slows this upstream's replies, as on the general path;
-                    # nothing is dropped for being slow.
-                    await self._out.send(line)
-                except trio.Cancelled:
-                    # The answer is owed once the call left the tables, even when the task delivering
-                    # it (an upstream pump, the transport's watcher) is being cancelled: shielded and
-                    # bounded. A host that already left one answer waiting the whole grace gets none.
-                    grace = 0.0 if self._wire_stuck else _ANSWER_WRITE_GRACE_SEC
-                    with trio.CancelScope(shield=True), trio.move_on_after(grace) as bound:
-                        await self._out.send(line)
-                    self._wire_stuck = bound.cancelled_caught
-                    if bound.cancelled_caught:
-                        logger.warning("the host did not take a spliced answer within %gs of a stop; dropped", grace)
-                    raise
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            logger.debug("host wire closed; spliced answer to %r dropped", call.host_id)
-        finally:
-            self._finish(call, outcome)
-
-    async def write_line(self, line: bytes) -> None:
-        """Write one framed line to the host (a fast-path call's notice or answer); nothing once the wire closed."""
-        if self._out is not None and self.direct.try_write(line):
-            self.direct.flush()  # no pump flushes for the call's task
-            return
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            if self._out is not None:
-                await self._out.send(line)
+        await self.wire.write_owed(line, partial(self._finish, call, outcome), call.host_id)
 
     def answer_now(self, call: SplicedCall, outcome: CallOutcome, pieces: wire_large.Pieces) -> bool:
         """Write a large answer to ``call`` (``pieces``) at once if the host wire's writer is idle.
@@ -425,7 +389,7 @@ class HostSplice:
             return False  # the exchange takes it, through ``answer_line``
         if self._by_host_id.get(call.host_id) is not call:
             return True  # cancelled by the host meanwhile: JSON-RPC wants no answer
-        if self._out is None or not self.direct.write_pieces(pieces):
+        if not self.wire.write_pieces(pieces):
             return False
         del self._by_host_id[call.host_id]
         self._finish(call, outcome)

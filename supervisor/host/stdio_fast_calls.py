@@ -73,7 +73,7 @@ logger = logging.getLogger(__name__)
 _TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
 
 Write = Callable[[bytes], Awaitable[None]]
-"""Writes one framed line to the host wire (``HostSplice.write_line``)."""
+"""Writes one framed line to the host wire (``host.splice_wire.HostWire.write_line``)."""
 
 
 class Tracker(Protocol):
