@@ -16,6 +16,8 @@ httpup                2026        2026            stdio  http      2026 host, st
 httpfront_h2025       handshake   handshake       http   stdio     handshake host, streamable HTTP
 httpfront_h2025_u2026 handshake   2026            http   stdio     2026 host, streamable HTTP
 httpup_h2025          handshake   2026            stdio  http      2026 host, streamable HTTP
+httpboth              2026        2026            http   http      2026 host, streamable HTTP
+httpboth_h2025        handshake   2026            http   http      2026 host, streamable HTTP
 ===================== ==========  ==============  =====  ========  ===============================
 
 The host's era is ``mcp.Client(mode=...)`` (``auto``: 2026, ``legacy``: handshake); the
@@ -106,6 +108,9 @@ PAIRS: Final = (
     Pair("httpfront_h2025", "HTTP front x stdio, handshake", "legacy", upstream_legacy=True, front="http"),
     Pair("httpfront_h2025_u2026", "HTTP front, handshake x 2026", "legacy", upstream_legacy=False, front="http"),
     Pair("httpup_h2025", "stdio front, handshake x HTTP up", "legacy", upstream_legacy=False, upstream="http"),
+    Pair("httpboth", "HTTP front x HTTP upstream", "auto", upstream_legacy=False, front="http", upstream="http"),
+    Pair("httpboth_h2025", "HTTP front, handshake x HTTP up", "legacy", upstream_legacy=False, front="http",
+         upstream="http"),
 )
 """The pairs measured here, in order. ``httpfront_h2025`` (round 17): most HTTP hosts that ship
 today speak the handshake era, whose stateful sessions the HTTP front served on the SDK's path

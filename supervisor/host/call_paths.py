@@ -52,12 +52,13 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    such a server asks nothing mid-call, its input rounds are run in the sidecar
    (``Upstream.call_tool_wire``), its log messages are asked for at the host's
    level, and the result takes the handshake shape (``ToolCalls.call_tool_wire``).
+   So does a handshake-era HTTP session's, by the HTTP front's own answer
+   (``host.http_handshake_fast``, its POST's conditions ``http_handshake_calls``'s).
 3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
-   * a handshake-era host over HTTP, but for the splice's row (a session's
-     call to an HTTP server, or not taken by its POST's conditions): the SDK
-     serves its era's shapes;
-   * a handshake-era stdio host's call to a handshake-era server off the
-     splice (over HTTP: its questions mid-call), or with other ``_meta``;
+   * a handshake-era host over HTTP, but for the rows above (a session's
+     call not taken by its POST's conditions): the SDK serves its era's shapes;
+   * a handshake-era host's call to a handshake-era server off the splice
+     (over HTTP: its questions mid-call), or with other ``_meta``;
    * a progress token: the upstream's notices need a token of ours;
    * ``inputResponses`` or ``requestState``: an input round's retry;
    * an ``outputSchema``: the SDK validates structured content against it;
@@ -156,6 +157,6 @@ def path_of(
     )
     if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"
-    if handshake_host:  # a stdio host's call to a 2026-era server: its rounds run in the sidecar, off the SDK
-        return "fast" if stdio_host and call.spliceable and upstream.modern else "sdk"
+    if handshake_host:  # a call to a 2026-era server: its rounds run in the sidecar, off the SDK
+        return "fast" if (stdio_host or http_answer) and call.spliceable and upstream.modern else "sdk"
     return "fast"

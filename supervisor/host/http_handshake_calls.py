@@ -23,7 +23,10 @@ SDK's app for anything not taken here) when all of these hold:
   session's calls in flight here, its params plain (``host.call_paths``: no
   progress token; trace context goes upstream as it came), and ``path_of``
   says ``"splice"`` for it (a stdio generation whose splice is ready), not
-  shutting down.
+  shutting down. Where it says ``"fast"`` (a 2026-era server with no splice
+  ready: over HTTP, as a rule), the call is run in its POST's task instead
+  (``host.http_handshake_fast``: the fast path's runner, its questions and
+  log messages on its response as here, its cancel in ``_running``).
 
 While the call runs, its session is held open (the idle countdown stops, as
 for a request the SDK serves: ``compat.sdk_sessions.hold``), until its answer
@@ -43,7 +46,7 @@ of POST belong to such a call and are answered here, 202 as the SDK does:
   toward the host on the same response, as the SDK's dispatcher would.
 
 Concurrency: ``take`` is synchronous (no await between checking the session
-and holding it). A call's POST task returns once the call is sent: its answer
+and holding it). A spliced call's POST task returns once the call is sent: its answer
 is detached, written by whichever task settles the call (``host.http_splice``);
 a question is written by the upstream's request handler task (the response's
 writes never wait: ``host.http_answers.PostAnswer``), and waits for the reply
@@ -70,6 +73,7 @@ from supervisor.compat.sdk import request_context_on
 from supervisor.compat.sdk_sessions import hold, live_session
 from supervisor.host.call_paths import path_of, plain_call
 from supervisor.host.http_answers import PostAnswer, PostHeaders
+from supervisor.host.http_handshake_fast import FastCall
 from supervisor.host.http_splice import HttpAnswer, HttpSplice
 from supervisor.ops.http1_exchange import DETACH
 
@@ -103,6 +107,9 @@ class HandshakeCalls:
         self.splice = HttpSplice(front, handshake=True)
         self._calls: dict[tuple[str, str | int], HttpAnswer] = {}
         """(session id, the host's request id) → a spliced call not yet settled (for the host's cancel)."""
+        self._running: dict[tuple[str, str | int], FastCall] = {}
+        """(session id, the host's request id) → a call its POST's task runs on the fast path (for the host's
+        cancel: ``host.http_handshake_fast``)."""
         self._asked: dict[str, _Question] = {}
         """Our request id → a question on a call's response, waiting for the host's reply."""
         self._ids = itertools.count(1)
@@ -113,7 +120,7 @@ class HandshakeCalls:
 
     def take(self, session_id: str, scope: Scope, body: bytes) -> tuple[str, Serve] | None:
         """(which kind, what answers it) if this POST is one of the module's three, else None (the SDK's app)."""
-        if not (self._calls or self._asked) and b'"tools/call"' not in body:
+        if not (self._calls or self._running or self._asked) and b'"tools/call"' not in body:
             return None  # the session's other traffic (tools/list, notices, pings): not parsed here as well
         try:
             message = json.loads(body)
@@ -127,7 +134,7 @@ class HandshakeCalls:
                 return None
             return self._take_reply(session_id, scope, message)
         if method == "notifications/cancelled":
-            return self._take_cancel(session_id, scope, message) if self._calls else None
+            return self._take_cancel(session_id, scope, message) if self._calls or self._running else None
         if method != "tools/call" or self._front.shutting_down:
             return None
         transport = live_session(self._manager, session_id, scope.get("user"))
@@ -135,23 +142,36 @@ class HandshakeCalls:
         if connection is None or transport is None:
             return None
         host_id, params = message.get("id"), message.get("params")
-        if isinstance(host_id, bool) or not isinstance(host_id, str | int) or (session_id, host_id) in self._calls:
+        if isinstance(host_id, bool) or not isinstance(host_id, str | int):
+            return None
+        key = (session_id, host_id)
+        if key in self._calls or key in self._running:
             return None
         plain = plain_call(params, handshake_host=True)
         routed = self._front.route(plain.name) if plain is not None else None
+        path = path_of(plain, routed, stdio_host=False, handshake_host=True, http_answer=True)
+        asker = PostAsker(self, session_id, connection)
+        if path == "fast":
+            assert plain is not None and routed is not None and isinstance(params, dict)
+            release = hold(transport)  # the session stays open while the call runs
+
+            def done() -> None:
+                del self._running[key]
+                release()
+
+            headers = _session_headers(session_id)
+            call = self._running[key] = FastCall(
+                self._front, asker, host_id, params, routed, plain.arguments, headers, done
+            )
+            return "fast", call.serve
         detach = scope.get("extensions", {}).get(DETACH)
-        if (
-            detach is None
-            or path_of(plain, routed, stdio_host=False, handshake_host=True, http_answer=True) != "splice"
-        ):
+        if detach is None or path != "splice":
             return None
         assert plain is not None and routed is not None
         tool, actor = routed
-        asker = PostAsker(self, session_id, connection)
         answer = self.splice.submit(host_id, tool, actor, plain.arguments, None, asker=asker, carrier=plain.carrier)
         if answer is None:
             return None
-        key = (session_id, host_id)
         self._calls[key] = answer
         answer.on_end = hold(transport)  # the session stays open while the call's POST is
 
@@ -177,10 +197,13 @@ class HandshakeCalls:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, str | int):
             return None
-        answer = self._calls.get((session_id, request_id))
-        if answer is None or live_session(self._manager, session_id, scope.get("user")) is None:
+        key = (session_id, request_id)
+        answer, running = self._calls.get(key), self._running.get(key)
+        if (answer is None and running is None) or live_session(self._manager, session_id, scope.get("user")) is None:
             return None
-        if not self.splice.cancel(answer):
+        if running is not None:
+            running.cancel()
+        elif answer is not None and not self.splice.cancel(answer):
             return None  # answered meanwhile: the SDK's app ignores it as well
         return "cancel", partial(_accepted, session_id)
 

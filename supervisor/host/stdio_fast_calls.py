@@ -32,7 +32,7 @@ requests (an input round's questions) go through the connection's own channel,
 so the SDK's dispatcher takes the host's reply. The call's log notices go to
 the host wire, in order with its answer; its answer, or the SDK's error for
 what it raised (the runner's ``modern_error_data``, or for the handshake era
-the dispatcher's: ``handshake_error_data``), is written to the host as one
+the dispatcher's: ``host.tool_calls.handshake_error_data``), is written to the host as one
 line. The host's ``notifications/cancelled`` for it cancels the task, and it
 is answered never, as on the SDK path. The stdio link's unanswered-request set
 tracks it.
@@ -45,7 +45,6 @@ the wire's writer (``write``: at once when the writer is idle).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -53,11 +52,11 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import trio
 from mcp.server.runner import modern_error_data
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
-from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import LOG_LEVEL_META_KEY, ErrorData
 
 from supervisor.compat.sdk import modern_request_context, request_context_on
 from supervisor.host.call_paths import ENVELOPE_KEYS
+from supervisor.host.tool_calls import handshake_error_data
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import frame
 
@@ -68,7 +67,6 @@ if TYPE_CHECKING:
     from supervisor.host.front import Front
     from supervisor.server_actor import ServerActor
 
-logger = logging.getLogger(__name__)
 
 _TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
 
@@ -202,13 +200,3 @@ class _HostWire:
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         result: dict[str, Any] = await self._connection_outbound.send_raw_request(method, params, opts)
         return result
-
-
-def handshake_error_data(exc: Exception) -> ErrorData:
-    """What the SDK's dispatcher answers a handshake-era request whose handler raised ``exc``: its ladder, then its
-    catch-all (code 0 and the exception's text, its compatibility rule)."""
-    error = handler_exception_to_error_data(exc)
-    if error is not None:
-        return error
-    logger.exception("a fast-path call of a handshake-era host raised")
-    return ErrorData(code=0, message=str(exc))

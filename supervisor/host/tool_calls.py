@@ -21,6 +21,7 @@ cancels the upstream request); no state here beyond the Front's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, cast
 
@@ -28,7 +29,8 @@ import mcp_types as types
 import trio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
-from mcp_types import URL_ELICITATION_REQUIRED
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import URL_ELICITATION_REQUIRED, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.calls.attribution import HostCall
@@ -48,6 +50,7 @@ from supervisor.telemetry.spans import (
 )
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 ToolCallResult = types.CallToolResult | types.InputRequiredResult | dict[str, Any]
 """What a tools/call handler returns: a model, or the upstream's wire result (restamped)."""
@@ -282,3 +285,13 @@ def _is_error_wire(result: dict[str, Any] | types.InputRequiredResult) -> bool:
 def error_result(text: str) -> types.CallToolResult:
     """The error result a host gets for a call that failed before or upstream (the general path's text)."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def handshake_error_data(exc: Exception) -> ErrorData:
+    """What the SDK's dispatcher answers a handshake-era request whose handler raised ``exc``: its ladder, then its
+    catch-all (code 0 and the exception's text, its compatibility rule)."""
+    error = handler_exception_to_error_data(exc)
+    if error is not None:
+        return error
+    logger.exception("a fast-path call of a handshake-era host raised")  # as the SDK logs it
+    return ErrorData(code=0, message=str(exc))

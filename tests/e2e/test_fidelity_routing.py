@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -85,41 +86,51 @@ async def test_sampling_and_progress_of_host_a_never_reach_host_b(tmp_path: Path
     assert [e["tool"] for e in own] == ([] if upstream else ["sample"])
 
 
+@pytest.mark.parametrize("front", FRONTS)
 @pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_a_hosts_calls_to_a_2026_http_server_take_our_own_post_with_logs_first_and_rounds_asked_of_it(
-    tmp_path: Path, mode: ConnectMode
+    tmp_path: Path, mode: ConnectMode, front: str
 ) -> None:
     """The fast path's own POST (``upstream.http_calls``) reads the call's event stream: its logs, then its answer.
 
-    From a handshake-era stdio host too (issue 29, round 20: ``host.stdio_fast_calls``): the log level it set goes
-    upstream with each call, the input rounds of sampling, elicitation and roots are run by the sidecar and asked of
-    this host, and the result has the handshake shape (no ``serverInfo`` stamp, ours or the server's).
+    From a handshake-era host too (issue 29, round 20: ``host.stdio_fast_calls``, ``host.http_handshake_fast``):
+    the log level it set goes upstream with each call, the input rounds of sampling, elicitation and roots are run
+    by the sidecar and asked of this host, and the result has the handshake shape (no ``serverInfo`` stamp).
     """
     recorder = Recorder(name="ada")
     log = tmp_path / "fx.jsonl"
+    options: dict[str, Any] = {"log_level": "warning", **recorder.client_options(Host())}
     with trio.fail_after(BOUND_SEC):
-        async with open_http_fixture("--fidelity", "--name", "fx", log=log) as fixture:
-            config = write_settings(tmp_path, {"fx": {"url": fixture.url}})
-            async with open_host(config, mode, log_level="warning", **recorder.client_options(Host())) as host:
-                await _ready(host)
-                if not host.modern:
-                    await host.session.session.send_request(
-                        types.SetLevelRequest(params=types.SetLevelRequestParams(level="warning")), types.EmptyResult
-                    )
-                logged = await host.session.call_tool("mcp__fx__log", {})
-                assert text_of(logged) == "logged"
-                # Before the result: the host has them as soon as the call returns, no wait.
-                assert [(m.level, m.logger, m.data) for m in recorder.logs] == [
-                    ("warning", "fx.fx", "msg-warning"),
-                    ("error", "fx.fx", "msg-error"),
-                ]
-                stamp = (logged.meta or {}).get("io.modelcontextprotocol/serverInfo")
-                assert stamp is None if not host.modern else stamp["name"] == "mcp-supervisor"
-                sampled = await host.session.call_tool("mcp__fx__sample", {"text": "hi"})
-                assert text_of(sampled) == "sampled: model of ada (ada-model)" and recorder.samples == ["hi"]
-                elicited = await host.session.call_tool("mcp__fx__elicit", {})
-                assert text_of(elicited) == 'elicited: accept {"name": "ada"}'
-                assert text_of(await host.session.call_tool("mcp__fx__roots", {})) == f"roots: {ROOT_URI}"
+        async with open_http_fixture("--fidelity", "--name", "fx", log=log) as fixture, AsyncExitStack() as stack:
+            servers = {"fx": {"url": fixture.url}}
+            if front == "stdio":
+                host = await stack.enter_async_context(open_host(write_settings(tmp_path, servers), mode, **options))
+            else:
+                config = write_settings(tmp_path, servers, supervisor=http_supervisor_table())
+                sidecar = await stack.enter_async_context(open_http_sidecar(config))
+                host = await stack.enter_async_context(open_http_host(sidecar.url, sidecar.token, mode, **options))
+            await _ready(host)
+            if not host.modern:
+                await host.session.session.send_request(
+                    types.SetLevelRequest(params=types.SetLevelRequestParams(level="warning")), types.EmptyResult
+                )
+            logged = await host.session.call_tool("mcp__fx__log", {})
+            assert text_of(logged) == "logged"
+            # Before the result: the host has them as soon as the call returns, no wait.
+            assert [(m.level, m.logger, m.data) for m in recorder.logs] == [
+                ("warning", "fx.fx", "msg-warning"),
+                ("error", "fx.fx", "msg-error"),
+            ]
+            stamp = (logged.meta or {}).get("io.modelcontextprotocol/serverInfo")
+            if host.modern:  # ours; a handshake-era host's result has none (the server's is never passed on)
+                assert isinstance(stamp, dict) and stamp["name"] == "mcp-supervisor"
+            else:
+                assert stamp is None
+            sampled = await host.session.call_tool("mcp__fx__sample", {"text": "hi"})
+            assert text_of(sampled) == "sampled: model of ada (ada-model)" and recorder.samples == ["hi"]
+            elicited = await host.session.call_tool("mcp__fx__elicit", {})
+            assert text_of(elicited) == 'elicited: accept {"name": "ada"}'
+            assert text_of(await host.session.call_tool("mcp__fx__roots", {})) == f"roots: {ROOT_URI}"
     calls = [e for e in _events(log, "request") if e["method"] == "tools/call"]
     # A 2026-era host runs each round itself (its retries are the SDK path's); the sidecar runs a handshake-era
     # host's, every request of them its own POST.
