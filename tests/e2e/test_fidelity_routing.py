@@ -79,11 +79,12 @@ async def test_sampling_and_progress_of_host_a_never_reach_host_b(tmp_path: Path
         async with open_http_fixture("--fidelity", "--name", "fx", *upstream, log=log) as fixture:
             config = write_settings(tmp_path, {"fx": {"url": fixture.url}}, supervisor=http_supervisor_table())
             await _two_hosts_call_at_once(config, alice, bob)
-    # The 2026-era host's first sample call is plain: to a 2026-era server it is the fast path's own POST
-    # (upstream.http_calls); a handshake-era server's POSTs belong to its session, and stay the SDK's.
+    # To a 2026-era server, the fast path's own POST (upstream.http_calls) carries the 2026-era host's first sample
+    # call (its retry is the SDK path's) and the handshake-era host's call and retry (the sidecar runs its round);
+    # a handshake-era server's POSTs belong to its session, and stay the SDK's.
     calls = [e for e in _events(log, "request") if e["method"] == "tools/call"]
     own = [e for e in calls if str(e["id"]).startswith(HTTP_CALL_ID_PREFIX)]
-    assert [e["tool"] for e in own] == ([] if upstream else ["sample"])
+    assert [e["tool"] for e in own] == ([] if upstream else ["sample"] * 3)
 
 
 @pytest.mark.parametrize("front", FRONTS)
