@@ -37,32 +37,10 @@ from tests.host.test_http_handshake_splice import (
     _session,
 )
 from tests.host.test_http_splice import _Upstream
+from tests.host.test_stdio_fast_calls import _ToolCalls as _Runner
 
 RESULT = {"content": [{"type": "text", "text": "hi"}]}
 TRACEPARENT = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
-
-
-class _Runner:
-    """``ToolCalls.call_tool_wire`` as a script: each call waits for ``go``, then returns ``result`` or raises it."""
-
-    def __init__(self) -> None:
-        self.contexts: list[Any] = []
-        self.started = trio.Event()
-        self.go = trio.Event()
-        self.result: dict[str, Any] | Exception = RESULT
-        self.cancelled = False
-
-    async def __call__(self, ctx: Any, tool: Any, actor: Any, arguments: Any) -> dict[str, Any]:
-        self.contexts.append(ctx)
-        self.started.set()
-        try:
-            await self.go.wait()
-        except trio.Cancelled:
-            self.cancelled = True
-            raise
-        if isinstance(self.result, Exception):
-            raise self.result
-        return self.result
 
 
 @asynccontextmanager
@@ -72,8 +50,9 @@ async def _fast_session(
     """A handshake-era session whose tool's server is 2026-era over HTTP (no splice): its calls run here."""
     async with _session(make_upstream) as (host, front, _):
         front.actor = SimpleNamespace(ready_upstream=SimpleNamespace(splice=None, modern=True))
-        runner = _Runner()
-        front.call_tool_wire = runner  # type: ignore[method-assign]
+        runner = _Runner()  # ``ToolCalls.call_tool_wire`` as a script: each call waits for ``answer``
+        runner.result = RESULT
+        front.call_tool_wire = runner.call_tool_wire  # type: ignore[method-assign]
         yield host, front, runner
 
 
@@ -88,11 +67,11 @@ async def test_a_plain_call_runs_in_its_posts_task_holding_its_session_and_is_an
             got = host.post_soon(_call(7, _meta={"traceparent": TRACEPARENT}))
             await runner.started.wait()
             assert transport.idle_scope.deadline == float("inf")  # the session is held open while the call runs
-            runner.go.set()
+            runner.answer.set()
             await trio.testing.wait_all_tasks_blocked()
             status, answer = _json(got(), host.session_id)
             assert transport.idle_scope.deadline < float("inf")  # answered: the hold is released
-    (ctx,) = runner.contexts
+    ((ctx, _),) = runner.calls
     assert ctx.protocol_version == HANDSHAKE and ctx.request_id == 7 and ctx.meta == {"traceparent": TRACEPARENT}
     assert status == 200 and answer == {"jsonrpc": "2.0", "id": 7, "result": RESULT}
     assert host.app.taken == {"handshake fast": 1}
@@ -124,7 +103,7 @@ async def test_a_question_of_the_call_rides_its_response_and_the_hosts_reply_pos
         async with _fast_session(make_upstream) as (host, _, runner):
             got = host.post_soon(_call(), watch=_keeping_events(events))
             await runner.started.wait()
-            session = runner.contexts[0].session
+            session = runner.calls[0][0].session
             answers: list[Any] = []
 
             async def ask() -> None:
@@ -138,7 +117,7 @@ async def test_a_question_of_the_call_rides_its_response_and_the_hosts_reply_pos
                 await trio.testing.wait_all_tasks_blocked()
                 (question,) = events
                 reply = await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
-            runner.go.set()
+            runner.answer.set()
             await trio.testing.wait_all_tasks_blocked()
     assert question["method"] == "roots/list" and reply[0]["status"] == 202
     assert answers == [types.ListRootsResult(roots=[])]
@@ -155,7 +134,7 @@ async def test_a_host_that_hangs_up_leaves_the_call_running_and_its_questions_fa
         async with _fast_session(make_upstream) as (host, _, runner):
             host.post_soon(_call(), hang_up=hang_up)
             await runner.started.wait()
-            session = runner.contexts[0].session
+            session = runner.calls[0][0].session
             failures: list[MCPError] = []
 
             async def ask() -> None:
@@ -171,7 +150,7 @@ async def test_a_host_that_hangs_up_leaves_the_call_running_and_its_questions_fa
             assert [f.message for f in failures] == ["mcp-supervisor: the call ended before its host replied"]
             with pytest.raises(NoBackChannelError):  # its response is gone: nobody to ask
                 await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=metadata)
-            runner.go.set()
+            runner.answer.set()
             await trio.testing.wait_all_tasks_blocked()
             assert host.app.handshake is not None and not host.app.handshake._running
 
@@ -190,6 +169,6 @@ async def test_what_the_call_raises_is_the_sdk_dispatchers_error(
     with trio.fail_after(BOUND_SEC):
         async with _fast_session(make_upstream) as (host, _, runner):
             runner.result = raised
-            runner.go.set()
+            runner.answer.set()
             _, answer = _json(await host.post(_call()), host.session_id)
     assert answer == {"jsonrpc": "2.0", "id": 7, "error": error}

@@ -235,9 +235,11 @@ async def test_the_hosts_cancel_abandons_the_call_upstream_and_answers_it_reques
     assert host.app.taken == {"handshake splice": 1, "handshake cancel": 1} and front.outcomes == ["cancelled"]
 
 
-async def test_a_host_that_hangs_up_leaves_the_call_running_and_its_answer_goes_nowhere(
-    make_upstream: Callable[..., _Upstream],
+@pytest.mark.parametrize("then", ["its server answers", "it cancels"])
+async def test_a_host_that_hangs_up_leaves_the_call_running_until_its_answer_goes_nowhere_or_it_cancels(
+    make_upstream: Callable[..., _Upstream], then: str
 ) -> None:
+    """The era cancels by notice, not by hanging up: a cancel after the hang-up is still the call's."""
     hang_up = trio.Event()
     with trio.fail_after(BOUND_SEC):
         async with _session(make_upstream) as (host, front, upstream):
@@ -248,29 +250,22 @@ async def test_a_host_that_hangs_up_leaves_the_call_running_and_its_answer_goes_
             assert got() == [] and front.outcomes == []  # no courtesy cancel: the era cancels by notice only
             with pytest.raises(anyio.WouldBlock):
                 upstream.reads.receive_nowait()
-            await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
-    assert front.outcomes == ["ok"] and front.calls.in_flight("fx") == 0
-
-
-async def test_a_host_that_hung_up_can_still_cancel_its_call_which_is_then_abandoned_upstream(
-    make_upstream: Callable[..., _Upstream],
-) -> None:
-    """The era cancels by notice, not by hanging up: a cancel after the hang-up is the call's, not the SDK's."""
-    hang_up = trio.Event()
-    with trio.fail_after(BOUND_SEC):
-        async with _session(make_upstream) as (host, front, upstream):
-            got = host.post_soon(_call(), hang_up=hang_up)
-            request = await upstream.request()
-            hang_up.set()
-            await trio.testing.wait_all_tasks_blocked()
-            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
-            accepted = await host.post(cancel)
-            courtesy = await upstream.request()
-            again = await host.post(cancel)  # the call is over: the SDK's app has it (and ignores it)
-    assert accepted[0]["status"] == 202 and got() == [] and again[0]["status"] == 299  # 299: ``_FakeSdk``'s
-    assert courtesy["method"] == "notifications/cancelled" and courtesy["params"]["requestId"] == request["id"]
-    assert front.outcomes == ["cancelled"] and front.calls.in_flight("fx") == 0
-    assert host.app.taken == {"handshake splice": 1, "handshake cancel": 1, "sdk": 1}
+            if then == "its server answers":
+                await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
+            else:
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+                accepted = await host.post(cancel)
+                courtesy = await upstream.request()
+                again = await host.post(cancel)  # the call is over: the SDK's app has it (and ignores it)
+                assert accepted[0]["status"] == 202 and again[0]["status"] == 299  # 299: ``_FakeSdk``'s
+                assert courtesy["method"] == "notifications/cancelled"
+                assert courtesy["params"]["requestId"] == request["id"]
+    assert got() == [] and front.calls.in_flight("fx") == 0
+    assert front.outcomes == (["ok"] if then == "its server answers" else ["cancelled"])
+    assert host.app.taken == {
+        "handshake splice": 1,
+        **({} if then == "its server answers" else {"handshake cancel": 1, "sdk": 1}),
+    }
 
 
 async def test_a_call_past_tool_timeout_sec_is_the_general_paths_timeout_result_in_the_hosts_shape(
