@@ -109,8 +109,14 @@ PAIRS: Final = (
     Pair("httpfront_h2025_u2026", "HTTP front, handshake x 2026", "legacy", upstream_legacy=False, front="http"),
     Pair("httpup_h2025", "stdio front, handshake x HTTP up", "legacy", upstream_legacy=False, upstream="http"),
     Pair("httpboth", "HTTP front x HTTP upstream", "auto", upstream_legacy=False, front="http", upstream="http"),
-    Pair("httpboth_h2025", "HTTP front, handshake x HTTP up", "legacy", upstream_legacy=False, front="http",
-         upstream="http"),
+    Pair(
+        "httpboth_h2025",
+        "HTTP front, handshake x HTTP up",
+        "legacy",
+        upstream_legacy=False,
+        front="http",
+        upstream="http",
+    ),
 )
 """The pairs measured here, in order. ``httpfront_h2025`` (round 17): most HTTP hosts that ship
 today speak the handshake era, whose stateful sessions the HTTP front served on the SDK's path

@@ -118,10 +118,16 @@ _CLOCK_TICKS_PER_SEC: Final = os.sysconf("SC_CLK_TCK")
 
 def cpu_sec(pid: int) -> float:
     """User plus system CPU seconds one process has used so far (children excluded), from /proc/<pid>/stat."""
+    user, system = cpu_split_sec(pid)
+    return user + system
+
+
+def cpu_split_sec(pid: int) -> tuple[float, float]:
+    """The user and the system CPU seconds one process has used so far (children excluded), from /proc/<pid>/stat."""
     stat = Path(f"/proc/{pid}/stat").read_bytes()
     fields = stat[stat.rfind(b")") + 2 :].split()
     # After the command name: state is field 3, so utime (14) and stime (15) are at 11 and 12 here.
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS_PER_SEC
+    return int(fields[11]) / _CLOCK_TICKS_PER_SEC, int(fields[12]) / _CLOCK_TICKS_PER_SEC
 
 
 def child_pids(pid: int) -> list[int]:

@@ -4,7 +4,8 @@ Three servers, each in a process of its own, take the same load: 32
 kept-alive connections POSTing a plain 2026 ``tools/call`` at a fixed total
 rate (``--rate``, default 900/s: the rate ``p2``'s SDK hosts reach at c32,
 so each request is its own wake-up, as in ``p2``). Each round measures each
-server's CPU per call in turn, who goes first rotating; the end prints the
+server's CPU per call in turn (user plus system, and the user part alone:
+the rest is the kernel's), who goes first rotating; the end prints the
 medians and each as a fraction of the sidecar's.
 
 * ``bare``: a keep-alive HTTP/1.1 server on trio answering a fixed JSON body:
@@ -36,7 +37,7 @@ from typing import Final
 import trio
 
 from bench.call_pairs import FRONT_TOKEN
-from bench.harness import bench_mark, cpu_sec, median, reap_marked
+from bench.harness import bench_mark, cpu_split_sec, median, reap_marked
 from tests.sidecar import MARK_ENV, fixture_server, http_supervisor_table, open_http_sidecar, write_settings
 
 CONNECTIONS: Final = 32
@@ -138,8 +139,9 @@ def _request(port: int, name: str, number: int) -> bytes:
     return head.encode() + body
 
 
-async def _load(port: int, name: str, seconds: float, rate: float, pid: int) -> tuple[int, float]:
-    """Calls answered in a window of ``seconds`` after a second's warm-up, and ``pid``'s CPU seconds meanwhile."""
+async def _load(port: int, name: str, seconds: float, rate: float, pid: int) -> tuple[int, float, float]:
+    """Calls answered in a window of ``seconds`` after a second's warm-up, and ``pid``'s CPU seconds meanwhile
+    (user plus system, and user alone)."""
     calls = 0
     measuring = False
 
@@ -170,11 +172,12 @@ async def _load(port: int, name: str, seconds: float, rate: float, pid: int) -> 
         for k in range(CONNECTIONS):
             nursery.start_soon(client, k)
         await trio.sleep(1.0)
-        measuring, cpu_before = True, cpu_sec(pid)
+        measuring, (user_before, system_before) = True, cpu_split_sec(pid)
         await trio.sleep(seconds)
-        measuring, cpu = False, cpu_sec(pid) - cpu_before
+        user, system = cpu_split_sec(pid)
+        measuring = False
         nursery.cancel_scope.cancel()
-    return calls, cpu
+    return calls, user - user_before + system - system_before, user - user_before
 
 
 async def _until_ready(port: int, name: str) -> None:
@@ -192,53 +195,56 @@ async def _until_ready(port: int, name: str) -> None:
                 await trio.sleep(0.05)
 
 
-async def _measure_floor(kind: str, seconds: float, rate: float) -> float:
+async def _measure_floor(kind: str, seconds: float, rate: float) -> tuple[float, float]:
     proc = await trio.lowlevel.open_process(
         [sys.executable, "-m", "bench.http_floor", "--serve", kind], stdout=subprocess.PIPE
     )
     try:
         assert proc.stdout is not None
         port = int((await proc.stdout.receive_some(64)).strip())
-        calls, cpu = await _load(port, "echo", seconds, rate, proc.pid)
+        calls, cpu, user = await _load(port, "echo", seconds, rate, proc.pid)
     finally:
         proc.kill()
         await proc.wait()
-    return cpu / calls * 1e6
+    return cpu / calls * 1e6, user / calls * 1e6
 
 
-async def _measure_sidecar(seconds: float, rate: float, workdir: Path) -> float:
+async def _measure_sidecar(seconds: float, rate: float, workdir: Path) -> tuple[float, float]:
     config = write_settings(
         workdir, {"fx": fixture_server("--tools", "echo")}, supervisor={"log_level": "info", **http_supervisor_table()}
     )
     async with open_http_sidecar(config, token=FRONT_TOKEN) as sidecar:
         port = int(sidecar.url.rsplit(":", 1)[1].split("/")[0])
         await _until_ready(port, "mcp__fx__echo")
-        calls, cpu = await _load(port, "mcp__fx__echo", seconds, rate, sidecar.process.pid)
-    return cpu / calls * 1e6
+        calls, cpu, user = await _load(port, "mcp__fx__echo", seconds, rate, sidecar.process.pid)
+    return cpu / calls * 1e6, user / calls * 1e6
 
 
 async def _main(rounds: int, seconds: float, rate: float) -> None:
     os.environ.setdefault(MARK_ENV, bench_mark())
     kinds = ["bare", "splice", "sidecar"]
     per_call: dict[str, list[float]] = {kind: [] for kind in kinds}
+    user_per_call: dict[str, list[float]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as tmp:
         try:
             for round_number in range(rounds):
                 order = kinds[round_number % 3 :] + kinds[: round_number % 3]
                 for kind in order:
                     if kind == "sidecar":
-                        us = await _measure_sidecar(seconds, rate, Path(tmp))
+                        us, user_us = await _measure_sidecar(seconds, rate, Path(tmp))
                     else:
-                        us = await _measure_floor(kind, seconds, rate)
+                        us, user_us = await _measure_floor(kind, seconds, rate)
                     per_call[kind].append(us)
-                print(f"round {round_number + 1}: " + "   ".join(f"{k} {per_call[k][-1]:.0f} us" for k in kinds))
+                    user_per_call[kind].append(user_us)
+                figures = (f"{k} {per_call[k][-1]:.0f} us ({user_per_call[k][-1]:.0f} user)" for k in kinds)
+                print(f"round {round_number + 1}: " + "   ".join(figures))
         finally:
             await reap_marked("bench.http_floor")
     sidecar = median(per_call["sidecar"])
     print(f"CPU per call at {rate:.0f} calls/s over {CONNECTIONS} connections (median of {rounds} rounds):")
     for kind in kinds:
-        us = median(per_call[kind])
-        print(f"  {kind:8} {us:6.0f} us   {us / sidecar:.2f} of the sidecar's")
+        us, user_us = median(per_call[kind]), median(user_per_call[kind])
+        print(f"  {kind:8} {us:6.0f} us ({user_us:4.0f} us user)   {us / sidecar:.2f} of the sidecar's")
 
 
 def main() -> None:
