@@ -5,7 +5,8 @@ with. A host that declares nothing (a bare ``mcp.Client``) and one that declares
 sampling, elicitation and roots (the fidelity ``Recorder``) call it through the
 sidecar, in both host eras and over both fronts, so the call takes each path:
 the stdio splice (2026 host), the fast path (2026 host over HTTP) and the SDK
-path (handshake-era host). A handshake-era upstream was told what the sidecar
+path (handshake-era host); to a server over HTTP, the fast path's own POST
+(a host of either era, round 20). A handshake-era upstream was told what the sidecar
 can relay at its ``initialize``, before any host connected, and that stays: a
 server→host request the calling host cannot serve gets the error a direct
 client would give (``tests/e2e/test_fidelity_routing.py``).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,6 +30,7 @@ from tests.sidecar import (
     fixture_server,
     http_supervisor_table,
     open_host,
+    open_http_fixture,
     open_http_host,
     open_http_sidecar,
     scaled,
@@ -43,9 +45,21 @@ BOUND_SEC: Final = scaled(45)
 
 @asynccontextmanager
 async def _host(
-    tmp_path: Path, front: str, mode: ConnectMode, *fixture_args: str, **options: Any
+    tmp_path: Path, front: str, mode: ConnectMode, *fixture_args: str, upstream: str = "stdio", **options: Any
 ) -> AsyncIterator[Host]:
-    servers = {"fx": fixture_server("--tools", "caps", *fixture_args)}
+    async with AsyncExitStack() as stack:
+        if upstream == "stdio":
+            server: dict[str, Any] = fixture_server("--tools", "caps", *fixture_args)
+        else:
+            server = {"url": (await stack.enter_async_context(open_http_fixture("--tools", "caps"))).url}
+        async with _sidecar_host(tmp_path, front, mode, {"fx": server}, **options) as host:
+            yield host
+
+
+@asynccontextmanager
+async def _sidecar_host(
+    tmp_path: Path, front: str, mode: ConnectMode, servers: dict[str, Any], **options: Any
+) -> AsyncIterator[Host]:
     if front == "stdio":
         async with open_host(write_settings(tmp_path, servers), mode, **options) as host:
             yield host
@@ -64,13 +78,16 @@ async def _seen(host: Host) -> dict[str, Any]:
     return seen
 
 
-@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize(
+    ("front", "upstream"), [("stdio", "stdio"), pytest.param("http", "stdio", marks=FRONTS[1].marks), ("stdio", "http")]
+)
 @pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_a_2026_upstream_is_told_that_a_host_declaring_nothing_can_do_nothing_on_every_path(
-    tmp_path: Path, mode: ConnectMode, front: str
+    tmp_path: Path, mode: ConnectMode, front: str, upstream: str
 ) -> None:
+    """Over HTTP upstream, a host of either era's call is our own POST (``upstream.http_calls``, round 20)."""
     with trio.fail_after(BOUND_SEC):
-        async with _host(tmp_path, front, mode) as bare:
+        async with _host(tmp_path, front, mode, upstream=upstream) as bare:
             seen = await _seen(bare)
     # The sidecar itself declares sampling (with tools), elicitation and roots: none of it may show.
     assert not {"sampling", "elicitation", "roots"} & set(seen), seen
