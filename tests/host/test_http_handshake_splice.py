@@ -4,7 +4,9 @@ Through ``HttpFastCalls`` over raw ASGI, with a real session of a real SDK
 session manager (opened by an ``initialize`` POST, as in
 ``tests/compat/test_sdk_sessions.py``) and a real handshake-era
 ``UpstreamSplice`` whose stdin the test reads and whose stdout pump it plays
-(``test_http_splice._Upstream``). End to end, with a real host and server:
+(``test_http_splice._Upstream``). Its server's questions mid-call:
+``test_http_handshake_questions.py``; a call run by its POST off the splice:
+``test_http_handshake_fast.py``. End to end, with a real host and server:
 ``test_http_handshake_calls.py``.
 """
 
@@ -16,29 +18,23 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import anyio
-import mcp_types as types
 import pytest
 import trio
 import trio.testing
-from mcp import MCPError
 from mcp.server import Server
 from mcp.server.connection import Connection
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     LOG_LEVEL_META_KEY,
     PROTOCOL_VERSION_META_KEY,
-    REQUEST_TIMEOUT,
     SERVER_INFO_META_KEY,
 )
 
 from supervisor.calls.attribution import CallTracker
 from supervisor.compat.sdk_sessions import live_session
 from supervisor.host.http_fast_calls import HttpFastCalls
-from supervisor.host.http_handshake_calls import ASK_ID_PREFIX
 from tests.compat.test_sdk_sessions import _initialize
 from tests.host import detaching
 from tests.host.test_http_fast_calls import LIMIT, _FakeSdk
@@ -280,122 +276,6 @@ async def test_a_call_past_tool_timeout_sec_is_the_general_paths_timeout_result_
     assert status == 200 and answer["result"]["isError"] is True and "resultType" not in answer["result"]
     assert "did not answer within 10s (tool_timeout_sec)" in answer["result"]["content"][0]["text"]
     assert front.outcomes == ["timeout"]
-
-
-async def test_the_servers_question_mid_call_rides_the_calls_response_and_the_hosts_reply_post_answers_it(
-    make_upstream: Callable[..., _Upstream],
-) -> None:
-    events: list[dict[str, Any]] = []
-    watch = _keeping_events(events)
-    with trio.fail_after(BOUND_SEC):
-        async with _session(make_upstream) as (host, front, upstream):
-            got = host.post_soon(_call(), watch=watch)
-            request = await upstream.request()
-            host_call = front.calls.attribute("fx", adopt=True)  # what ``Relay.ask_host`` does first
-            assert host_call is not None and host_call.ctx.request_id == 7
-            answers: list[Any] = []
-
-            async def ask() -> None:
-                roots = types.ListRootsRequest()
-                metadata = ServerMessageMetadata(related_request_id=7)
-                answers.append(
-                    await host_call.ctx.session.send_request(roots, types.ListRootsResult, metadata=metadata)
-                )
-
-            async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
-                await trio.testing.wait_all_tasks_blocked()
-                (question,) = events
-                assert question["method"] == "roots/list" and question["id"].startswith(ASK_ID_PREFIX)
-                reply = await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
-                assert reply[0]["status"] == 202
-            assert answers == [types.ListRootsResult(roots=[])]
-            await _answered(upstream, request, result={"content": []})
-            start, *_, last = got()
-            assert dict(start["headers"])[b"content-type"] == b"text/event-stream"
-            assert events[-1] == {"jsonrpc": "2.0", "id": 7, "result": {"content": []}} and last["more_body"] is False
-            # The call is over: a late question is refused, a stray reply is the SDK's.
-            assert front.calls.attribute("fx", adopt=True) is None
-            await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
-    assert host.app.taken == {"handshake splice": 1, "handshake reply": 1, "sdk": 1}
-
-
-async def test_a_question_still_waiting_when_the_call_ends_fails_and_its_late_reply_is_the_sdks(
-    make_upstream: Callable[..., _Upstream],
-) -> None:
-    with trio.fail_after(BOUND_SEC):
-        async with _session(make_upstream) as (host, front, upstream):
-            got = host.post_soon(_call())
-            request = await upstream.request()
-            host_call = front.calls.attribute("fx", adopt=True)
-            assert host_call is not None
-            failures: list[MCPError] = []
-
-            async def ask() -> None:
-                metadata = ServerMessageMetadata(related_request_id=7)
-                with pytest.raises(MCPError) as caught:
-                    await host_call.ctx.session.send_request(
-                        types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
-                    )
-                failures.append(caught.value)
-
-            async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
-                await trio.testing.wait_all_tasks_blocked()
-                await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
-            (failure,) = failures
-            assert failure.code == INTERNAL_ERROR and "the call ended before its host replied" in failure.message
-            await trio.testing.wait_all_tasks_blocked()
-            question = json.loads(got()[1]["body"].removeprefix(b"event: message\r\ndata: "))
-            await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
-    assert host.app.taken == {"handshake splice": 1, "sdk": 1}
-
-
-@pytest.mark.parametrize("abandoned", ["withdrawn", "timed out"])
-async def test_a_question_abandoned_mid_call_is_cancelled_toward_the_host_and_its_late_reply_is_the_sdks(
-    make_upstream: Callable[..., _Upstream], abandoned: str
-) -> None:
-    """The upstream withdraws its question (its handler is cancelled), or it is asked with a timeout that passes:
-    the host hears ``notifications/cancelled`` for our id on the call's response, as from the SDK's dispatcher."""
-    events: list[dict[str, Any]] = []
-    with trio.fail_after(BOUND_SEC):
-        async with _session(make_upstream) as (host, front, upstream):
-            got = host.post_soon(_call(), watch=_keeping_events(events))
-            request = await upstream.request()
-            host_call = front.calls.attribute("fx", adopt=True)
-            assert host_call is not None
-            timed_out: list[MCPError] = []
-
-            async def ask() -> None:
-                metadata = ServerMessageMetadata(related_request_id=7)
-                timeout = None if abandoned == "withdrawn" else 0.01
-                with pytest.raises(MCPError) as caught:
-                    await host_call.ctx.session.send_request(
-                        types.ListRootsRequest(), types.ListRootsResult, timeout, metadata=metadata
-                    )
-                timed_out.append(caught.value)
-
-            async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
-                await trio.testing.wait_all_tasks_blocked()
-                (question,) = events
-                if abandoned == "withdrawn":
-                    asking.cancel_scope.cancel()  # what the SDK does to the handler of a request its server cancels
-            reason = "caller cancelled" if abandoned == "withdrawn" else "timed out after 0.01s"
-            assert events[1:] == [
-                {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/cancelled",
-                    "params": {"requestId": question["id"], "reason": reason},
-                }
-            ]
-            assert [e.code for e in timed_out] == ([] if abandoned == "withdrawn" else [REQUEST_TIMEOUT])
-            await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})  # late: the SDK's
-            await _answered(upstream, request, result={"content": []})
-            assert (
-                events[-1] == {"jsonrpc": "2.0", "id": 7, "result": {"content": []}} and got()[-1]["more_body"] is False
-            )
-    assert host.app.taken == {"handshake splice": 1, "sdk": 1}
 
 
 async def test_a_call_to_a_2026_era_server_names_the_sessions_level_and_its_log_messages_ride_its_response(
