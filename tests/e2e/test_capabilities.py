@@ -79,7 +79,13 @@ async def _seen(host: Host) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("front", "upstream"), [("stdio", "stdio"), pytest.param("http", "stdio", marks=FRONTS[1].marks), ("stdio", "http")]
+    ("front", "upstream"),
+    [
+        ("stdio", "stdio"),
+        pytest.param("http", "stdio", marks=FRONTS[1].marks),
+        ("stdio", "http"),
+        pytest.param("http", "http", marks=FRONTS[1].marks),
+    ],
 )
 @pytest.mark.parametrize("mode", HOST_ERAS)
 async def test_a_2026_upstream_is_told_that_a_host_declaring_nothing_can_do_nothing_on_every_path(
