@@ -3,10 +3,14 @@
 ``HostRequests`` is ``ServerActor``'s base class: ``call_tool`` (and its wire
 and input-round forms), ``get_prompt``, ``read_resource`` and ``complete`` run
 in the caller's task against the current generation (so a host's cancellation
-cancels the upstream request) and never wait for a connection: while the
-server is not ready they fail fast with ``UpstreamUnavailable`` naming the
-state and attempt count (I10). ``tool_timeout_sec`` bounds each one, and a
-JSON-RPC error to a ``tools/call`` first triggers the unknown-tool heal (I8).
+cancels the upstream request) and never wait for a reconnect: while the server
+is not ready they fail fast with ``UpstreamUnavailable`` naming the state and
+attempt count (I10). The one wait is the server's first attempt: its tools are
+routed from the moment its first sync swaps them in, a moment before the
+attempt ends, and a request routed then waits for that end (bounded by
+``startup_timeout_sec``), as one routed before it would (``host.routing``).
+``tool_timeout_sec`` bounds each request, and a JSON-RPC error to a
+``tools/call`` first triggers the unknown-tool heal (I8).
 
 Concurrency: no state of its own; it reads the actor's current generation and
 status, which only the actor's generation loop changes.
@@ -41,9 +45,14 @@ class HostRequests:
     stopping_reason: str | None
     _upstream: UpstreamSession | None
 
-    if TYPE_CHECKING:  # the actor's own (``ServerActor.heal_unknown_tool``): declared here for the type checker
+    if TYPE_CHECKING:  # the actor's own (``ServerActor``): declared here for the type checker
 
         def heal_unknown_tool(self, raw_name: str, error: MCPError) -> None: ...
+
+        @property
+        def first_attempt_done(self) -> bool: ...
+
+        async def wait_first_attempt(self) -> None: ...
 
     async def call_tool(
         self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
@@ -128,6 +137,10 @@ class HostRequests:
             await trio.lowlevel.checkpoint()
             raise UpstreamUnavailable(self.name, self.stopping_reason)
         upstream = self._upstream
+        if (upstream is None or self.status.state != "ready") and not self.first_attempt_done:
+            with trio.move_on_after(self.settings.startup_timeout_sec):  # its tools were swapped in: it ends soon
+                await self.wait_first_attempt()
+            upstream = self._upstream
         if upstream is None or self.status.state != "ready":
             raise UpstreamUnavailable(self.name, self.status.unavailable_message())
         timeout = self.settings.tool_timeout_sec
