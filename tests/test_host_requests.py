@@ -1,10 +1,13 @@
-"""``HostRequests``: a request to a server not ready fails fast (I10), but for the last moment of its first attempt.
+"""A request to a server not ready fails fast (I10), but for the last moment of the server's first attempt.
 
 A server's first sync swaps its tools into the Registry a moment before its
 generation marks it ready (the mailbox answers the sync, then the generation
 task runs on). A host's call routed in that moment waits for the first attempt
-to end, as a call routed before it would (``host.routing``); one CI run of the
-tracing e2e test met that moment and got "is connecting". On the virtual clock.
+to end, as a call routed before it would: at the route
+(``host.routing.until_first_attempt_ends``, so that its span and its path see
+the server ready) and, for every request, in ``HostRequests``. Two CI runs of
+the tracing e2e test met that moment: one got "is connecting", one a CLIENT span
+without the protocol version. On the virtual clock.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import trio.testing
 from mcp import MCPError
 
 from supervisor.errors import UpstreamUnavailable
+from supervisor.host.routing import until_first_attempt_ends
 from supervisor.host_requests import HostRequests
 
 STARTUP_SEC = 30.0
@@ -91,3 +95,21 @@ async def test_the_wait_for_a_first_attempt_is_bounded_by_startup_timeout_sec(
     with trio.fail_after(STARTUP_SEC * 2), pytest.raises(UpstreamUnavailable, match="connecting"):
         await actor.read_resource("fixture://x")
     assert trio.current_time() == STARTUP_SEC
+
+
+@pytest.mark.parametrize("ends", ["ready", "never", "ended before"])
+async def test_a_route_found_before_the_first_attempt_ends_waits_for_its_end_bounded(
+    autojump_clock: trio.testing.MockClock, ends: str
+) -> None:
+    actor = _Actor(first_attempt_done=ends == "ended before")
+    with trio.fail_after(STARTUP_SEC * 2):
+        async with trio.open_nursery() as nursery:
+            if ends == "ready":
+                nursery.start_soon(_ready_after, actor, 0.5)
+            await until_first_attempt_ends(actor)
+    assert trio.current_time() == {"ready": 0.5, "never": STARTUP_SEC, "ended before": 0.0}[ends]
+
+
+async def _ready_after(actor: _Actor, seconds: float) -> None:
+    await trio.sleep(seconds)
+    actor.become_ready()

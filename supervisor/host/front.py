@@ -79,7 +79,7 @@ from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
 from supervisor.host.resource_subscriptions import ResourceSubscriptions
-from supervisor.host.routing import route_when_known
+from supervisor.host.routing import route_when_known, until_first_attempt_ends
 from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
 from supervisor.root import Supervisor
@@ -89,6 +89,7 @@ from supervisor.telemetry.spans import sdk_span_needed
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Routed = TypeVar("Routed", bound="tuple[Any, ServerActor]")
 
 FIRST_LIST_WAIT_SEC: Final = 3.0
 """How long a list waits for servers still on their first attempt.
@@ -236,16 +237,18 @@ class Front:
     async def _route_prompt(self, public_name: str) -> tuple[RegisteredPrompt, ServerActor]:
         return await self._route_named("prompt", public_name, partial(self._supervisor.route_prompt, view=self.view))
 
-    async def _route_named(self, kind: str, name: str, lookup: Callable[[str], T | None]) -> T:
+    async def _route_named(self, kind: str, name: str, lookup: Callable[[str], Routed | None]) -> Routed:
         """``lookup(name)`` through ``routed``: None is the "unknown" error, with why when a server is parked."""
 
-        def route() -> T:
+        def route() -> Routed:
             found = lookup(name)
             if found is None:
                 raise self.unknown(kind, name)
             return found
 
-        return await self.routed(f"{kind} {name}", route)
+        found = await self.routed(f"{kind} {name}", route)
+        await until_first_attempt_ends(found[1])  # a span or a path decided later then sees it ready
+        return found
 
     def unknown(self, kind: str, name: str) -> MCPError:
         """-32602 for a name nothing routes; says why when its server is parked (needs login, gave up) or pinning
@@ -258,8 +261,6 @@ class Front:
             if (withheld := actor.withheld_reason(kind, name)) is not None:
                 return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {withheld}")
         return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}")
-
-    # -- requests for one server ------------------------------------------------------
 
     # -- what every tools/call path shares (``tool_calls``' and the splice's) ----------
 
