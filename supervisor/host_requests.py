@@ -5,10 +5,10 @@ and input-round forms), ``get_prompt``, ``read_resource`` and ``complete`` run
 in the caller's task against the current generation (so a host's cancellation
 cancels the upstream request) and never wait for a reconnect: while the server
 is not ready they fail fast with ``UpstreamUnavailable`` naming the state and
-attempt count (I10). The one wait is the server's first attempt: its tools are
+attempt count (I10). The one wait is for the server's first attempt
+(``until_first_attempt_ends``, which the Front's route calls too): its names are
 routed from the moment its first sync swaps them in, a moment before the
-attempt ends, and a request routed then waits for that end (bounded by
-``startup_timeout_sec``), as one routed before it would (``host.routing``).
+attempt ends.
 ``tool_timeout_sec`` bounds each request, and a JSON-RPC error to a
 ``tools/call`` first triggers the unknown-tool heal (I8).
 
@@ -53,6 +53,19 @@ class HostRequests:
         def first_attempt_done(self) -> bool: ...
 
         async def wait_first_attempt(self) -> None: ...
+
+    async def until_first_attempt_ends(self) -> None:
+        """Return once this server's first attempt has ended (at once if it has), bounded by ``startup_timeout_sec``.
+
+        Its first sync swaps its names into the Registry a moment before its
+        generation marks it ready, so a request can route here in that moment: it
+        waits for the end, as one routed before the swap would (``host.routing``),
+        and then finds the server ready, or failed. After the first attempt nothing
+        waits: a server that is not ready fails fast (I10).
+        """
+        if not self.first_attempt_done:
+            with trio.move_on_after(self.settings.startup_timeout_sec):
+                await self.wait_first_attempt()
 
     async def call_tool(
         self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
@@ -137,9 +150,8 @@ class HostRequests:
             await trio.lowlevel.checkpoint()
             raise UpstreamUnavailable(self.name, self.stopping_reason)
         upstream = self._upstream
-        if (upstream is None or self.status.state != "ready") and not self.first_attempt_done:
-            with trio.move_on_after(self.settings.startup_timeout_sec):  # its tools were swapped in: it ends soon
-                await self.wait_first_attempt()
+        if upstream is None or self.status.state != "ready":
+            await self.until_first_attempt_ends()
             upstream = self._upstream
         if upstream is None or self.status.state != "ready":
             raise UpstreamUnavailable(self.name, self.status.unavailable_message())

@@ -3,9 +3,9 @@
 A server's first sync swaps its tools into the Registry a moment before its
 generation marks it ready (the mailbox answers the sync, then the generation
 task runs on). A host's call routed in that moment waits for the first attempt
-to end, as a call routed before it would: at the route
-(``host.routing.until_first_attempt_ends``, so that its span and its path see
-the server ready) and, for every request, in ``HostRequests``. Two CI runs of
+to end, as a call routed before it would (``HostRequests.until_first_attempt_ends``):
+at the Front's route, so that its span and its path see the server ready, and
+for every request before it is sent. Two CI runs of
 the tracing e2e test met that moment: one got "is connecting", one a CLIENT span
 without the protocol version. On the virtual clock.
 """
@@ -21,7 +21,6 @@ import trio.testing
 from mcp import MCPError
 
 from supervisor.errors import UpstreamUnavailable
-from supervisor.host.routing import until_first_attempt_ends
 from supervisor.host_requests import HostRequests
 
 STARTUP_SEC = 30.0
@@ -102,14 +101,17 @@ async def test_a_route_found_before_the_first_attempt_ends_waits_for_its_end_bou
     autojump_clock: trio.testing.MockClock, ends: str
 ) -> None:
     actor = _Actor(first_attempt_done=ends == "ended before")
+    waited = trio.Event()
+
+    async def wait() -> None:
+        await actor.until_first_attempt_ends()
+        waited.set()
+
     with trio.fail_after(STARTUP_SEC * 2):
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            assert waited.is_set() == (ends == "ended before")  # nothing to wait for once it ended
             if ends == "ready":
-                nursery.start_soon(_ready_after, actor, 0.5)
-            await until_first_attempt_ends(actor)
-    assert trio.current_time() == {"ready": 0.5, "never": STARTUP_SEC, "ended before": 0.0}[ends]
-
-
-async def _ready_after(actor: _Actor, seconds: float) -> None:
-    await trio.sleep(seconds)
-    actor.become_ready()
+                actor.become_ready()
+    assert trio.current_time() == (STARTUP_SEC if ends == "never" else 0.0)

@@ -79,7 +79,7 @@ from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
 from supervisor.host.resource_subscriptions import ResourceSubscriptions
-from supervisor.host.routing import route_when_known, until_first_attempt_ends
+from supervisor.host.routing import route_when_known
 from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
 from supervisor.root import Supervisor
@@ -247,7 +247,7 @@ class Front:
             return found
 
         found = await self.routed(f"{kind} {name}", route)
-        await until_first_attempt_ends(found[1])  # a span or a path decided later then sees it ready
+        await found[1].until_first_attempt_ends()  # a span or a path decided later then sees it ready
         return found
 
     def unknown(self, kind: str, name: str) -> MCPError:

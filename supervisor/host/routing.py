@@ -14,7 +14,7 @@ What every request method of the Front does before it answers:
 
 * ``ROUTED_METHODS`` route to one server, through ``route_when_known`` (a
   tool or prompt found in the last moment of its server's first attempt then
-  waits for that attempt to end: ``until_first_attempt_ends``):
+  waits for that attempt to end: ``HostRequests.until_first_attempt_ends``):
   ``tools/call`` (the fast path and the splice leave a name not routed yet to
   the SDK path, which waits), ``prompts/get``, ``resources/read`` (by listing,
   by template, by the one resource server), ``resources/subscribe``,
@@ -71,37 +71,6 @@ class FirstAttempts(Protocol):
     def pending_first_attempts(self) -> list[str]: ...
 
     async def wait_first_attempts(self) -> None: ...
-
-
-class _StartupBound(Protocol):
-    @property
-    def startup_timeout_sec(self) -> float: ...
-
-
-class FirstAttempt(Protocol):
-    """One server's first attempt (``ServerActor``)."""
-
-    @property
-    def settings(self) -> _StartupBound: ...
-
-    @property
-    def first_attempt_done(self) -> bool: ...
-
-    async def wait_first_attempt(self) -> None: ...
-
-
-async def until_first_attempt_ends(server: FirstAttempt) -> None:
-    """Return once ``server``'s first attempt has ended (bounded by its ``startup_timeout_sec``).
-
-    Its first sync swaps its names into the Registry a moment before its
-    generation marks it ready, so a request can route to it in that moment: it
-    waits for the end, as one routed before the swap would, and then finds the
-    server ready (or failed). Once the first attempt has ended this returns at
-    once: a server that is not ready then fails fast (I10).
-    """
-    if not server.first_attempt_done:
-        with trio.move_on_after(server.settings.startup_timeout_sec):
-            await server.wait_first_attempt()
 
 
 async def route_when_known(what: str, route: Callable[[], T], first_attempts: FirstAttempts) -> T:
