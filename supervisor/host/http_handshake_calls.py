@@ -150,9 +150,9 @@ class HandshakeCalls:
         plain = plain_call(params, handshake_host=True)
         routed = self._front.route(plain.name) if plain is not None else None
         path = path_of(plain, routed, stdio_host=False, handshake_host=True, http_answer=True)
-        asker = PostAsker(self, session_id, connection)
         if path == "fast":
             assert plain is not None and routed is not None and isinstance(params, dict)
+            asker = PostAsker(self, session_id, connection)
             release = hold(transport)  # the session stays open while the call runs
 
             def done() -> None:
@@ -169,6 +169,7 @@ class HandshakeCalls:
             return None
         assert plain is not None and routed is not None
         tool, actor = routed
+        asker = PostAsker(self, session_id, connection)
         answer = self.splice.submit(host_id, tool, actor, plain.arguments, None, asker=asker, carrier=plain.carrier)
         if answer is None:
             return None

@@ -26,6 +26,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INVALID_PARAMS
 
 from supervisor.compat.sdk_sessions import live_session
+from tests.host.test_http_handshake_questions import ask_roots
 from tests.host.test_http_handshake_splice import (
     BOUND_SEC,
     HANDSHAKE,
@@ -103,17 +104,9 @@ async def test_a_question_of_the_call_rides_its_response_and_the_hosts_reply_pos
         async with _fast_session(make_upstream) as (host, _, runner):
             got = host.post_soon(_call(), watch=_keeping_events(events))
             await runner.started.wait()
-            session = runner.calls[0][0].session
             answers: list[Any] = []
-
-            async def ask() -> None:
-                metadata = ServerMessageMetadata(related_request_id=7)
-                answers.append(
-                    await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=metadata)
-                )
-
             async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
+                asking.start_soon(ask_roots(runner.calls[0][0].session, answers))
                 await trio.testing.wait_all_tasks_blocked()
                 (question,) = events
                 reply = await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
@@ -135,15 +128,9 @@ async def test_a_host_that_hangs_up_leaves_the_call_running_and_its_questions_fa
             host.post_soon(_call(), hang_up=hang_up)
             await runner.started.wait()
             session = runner.calls[0][0].session
-            failures: list[MCPError] = []
-
-            async def ask() -> None:
-                with pytest.raises(MCPError) as caught:
-                    await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=metadata)
-                failures.append(caught.value)
-
+            failures: list[Any] = []
             async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
+                asking.start_soon(ask_roots(session, failures))
                 await trio.testing.wait_all_tasks_blocked()
                 hang_up.set()
             assert not runner.cancelled  # the era cancels by notice only

@@ -9,7 +9,7 @@ on the call's response with an id of ours; the host's reply POST settles it. In-
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -25,6 +25,29 @@ from tests.host.test_http_handshake_splice import BOUND_SEC, _answered, _call, _
 from tests.host.test_http_splice import _Upstream
 
 
+def ask_roots(session: Any, outcomes: list[Any], timeout: float | None = None) -> Callable[[], Awaitable[None]]:
+    """A task asking the host ``roots/list`` on ``session``, as call 7's server would; its result or ``MCPError``
+    goes to ``outcomes``."""
+
+    async def ask() -> None:
+        metadata = ServerMessageMetadata(related_request_id=7)
+        try:
+            outcomes.append(
+                await session.send_request(types.ListRootsRequest(), types.ListRootsResult, timeout, metadata=metadata)
+            )
+        except MCPError as exc:
+            outcomes.append(exc)
+
+    return ask
+
+
+def _adopted(front: Any) -> Any:
+    """Call 7's ``HostCall``, as ``Relay.ask_host`` finds it first for a question of its server."""
+    host_call = front.calls.attribute("fx", adopt=True)
+    assert host_call is not None and host_call.ctx.request_id == 7
+    return host_call
+
+
 async def test_the_servers_question_mid_call_rides_the_calls_response_and_the_hosts_reply_post_answers_it(
     make_upstream: Callable[..., _Upstream],
 ) -> None:
@@ -34,19 +57,9 @@ async def test_the_servers_question_mid_call_rides_the_calls_response_and_the_ho
         async with _session(make_upstream) as (host, front, upstream):
             got = host.post_soon(_call(), watch=watch)
             request = await upstream.request()
-            host_call = front.calls.attribute("fx", adopt=True)  # what ``Relay.ask_host`` does first
-            assert host_call is not None and host_call.ctx.request_id == 7
             answers: list[Any] = []
-
-            async def ask() -> None:
-                roots = types.ListRootsRequest()
-                metadata = ServerMessageMetadata(related_request_id=7)
-                answers.append(
-                    await host_call.ctx.session.send_request(roots, types.ListRootsResult, metadata=metadata)
-                )
-
             async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
+                asking.start_soon(ask_roots(_adopted(front).ctx.session, answers))
                 await trio.testing.wait_all_tasks_blocked()
                 (question,) = events
                 assert question["method"] == "roots/list" and question["id"].startswith(ASK_ID_PREFIX)
@@ -70,24 +83,17 @@ async def test_a_question_still_waiting_when_the_call_ends_fails_and_its_late_re
         async with _session(make_upstream) as (host, front, upstream):
             got = host.post_soon(_call())
             request = await upstream.request()
-            host_call = front.calls.attribute("fx", adopt=True)
-            assert host_call is not None
-            failures: list[MCPError] = []
-
-            async def ask() -> None:
-                metadata = ServerMessageMetadata(related_request_id=7)
-                with pytest.raises(MCPError) as caught:
-                    await host_call.ctx.session.send_request(
-                        types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
-                    )
-                failures.append(caught.value)
-
+            failures: list[Any] = []
             async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
+                asking.start_soon(ask_roots(_adopted(front).ctx.session, failures))
                 await trio.testing.wait_all_tasks_blocked()
                 await upstream.answer({"jsonrpc": "2.0", "id": request["id"], "result": {"content": []}})
             (failure,) = failures
-            assert failure.code == INTERNAL_ERROR and "the call ended before its host replied" in failure.message
+            assert (
+                isinstance(failure, MCPError)
+                and failure.code == INTERNAL_ERROR
+                and "the call ended before its host replied" in failure.message
+            )
             await trio.testing.wait_all_tasks_blocked()
             question = json.loads(got()[1]["body"].removeprefix(b"event: message\r\ndata: "))
             await host.post({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": []}})
@@ -105,21 +111,10 @@ async def test_a_question_abandoned_mid_call_is_cancelled_toward_the_host_and_it
         async with _session(make_upstream) as (host, front, upstream):
             got = host.post_soon(_call(), watch=_keeping_events(events))
             request = await upstream.request()
-            host_call = front.calls.attribute("fx", adopt=True)
-            assert host_call is not None
-            timed_out: list[MCPError] = []
-
-            async def ask() -> None:
-                metadata = ServerMessageMetadata(related_request_id=7)
-                timeout = None if abandoned == "withdrawn" else 0.01
-                with pytest.raises(MCPError) as caught:
-                    await host_call.ctx.session.send_request(
-                        types.ListRootsRequest(), types.ListRootsResult, timeout, metadata=metadata
-                    )
-                timed_out.append(caught.value)
-
+            timed_out: list[Any] = []
+            timeout = None if abandoned == "withdrawn" else 0.01
             async with trio.open_nursery() as asking:
-                asking.start_soon(ask)
+                asking.start_soon(ask_roots(_adopted(front).ctx.session, timed_out, timeout))
                 await trio.testing.wait_all_tasks_blocked()
                 (question,) = events
                 if abandoned == "withdrawn":
