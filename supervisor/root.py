@@ -58,9 +58,11 @@ from mcp_types import LoggingLevel
 from supervisor.calls.attribution import HostSide
 from supervisor.catalog.cache import CatalogCache
 from supervisor.catalog.registry import Kind, RegisteredPrompt, RegisteredTool, Registry
+from supervisor.catalog.semantic_engine import SemanticConfig, SemanticEngine
 from supervisor.catalog.views import CatalogView, ViewRules, everything
 from supervisor.config.models import Settings
 from supervisor.config.servers import ServerSettings
+from supervisor.config.token_paths import store_dir
 from supervisor.ops.metrics import Metrics
 from supervisor.ops.status import ServerStatus
 from supervisor.pins.guard import PinGuard
@@ -164,6 +166,8 @@ class Supervisor:
         """Every view by name (``""``: the default one, everything); a reload edits them in place."""
         for name, view in settings.views.items():
             self.views[name] = CatalogView(self.registry, ViewRules.of(name, view, settings.mcp_servers))
+        self.semantic = self._semantic_engine(settings)
+        """The search views' embedding model (issue 48): loads in the background, never delays start-up."""
         for name, server in settings.mcp_servers.items():
             if server.enabled:
                 self.actors[name] = self._new_actor(server)
@@ -185,6 +189,19 @@ class Supervisor:
         actor.set_log_level(self._log_level)
         actor.set_subscriptions(self._subscriptions.get(server.name, frozenset()))
         return actor
+
+    def _semantic_engine(self, settings: Settings) -> SemanticEngine:
+        search = settings.supervisor.search
+        engine = SemanticEngine(
+            SemanticConfig(enabled=search.semantic, model=search.model, path=search.path),
+            store_dir(settings.supervisor.token_store),
+        )
+        searching = [view for view in self.views.values() if view.search]
+        if not searching:
+            engine.disable("no search view")
+        for view in searching:
+            view.semantic = engine
+        return engine
 
     def _pin_store(self, settings: Settings) -> PinStore:
         """The local pin files, or, with the Redis catalog store, the fleet's pins with the files as copy."""
@@ -223,6 +240,7 @@ class Supervisor:
             self._nursery = nursery
             # The CacheActor first: with the fleet store, a cold start's first sync may read it (I14).
             await nursery.start(self.cache.run)
+            await nursery.start(self.semantic.run)  # started at once: the model loads in a worker thread
             for actor in self.actors.values():
                 self._start(actor)
             if self._pin_writes:

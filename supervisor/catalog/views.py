@@ -14,7 +14,9 @@ What a view shows (``ViewRules``, compiled from ``[views.<name>]``):
 * with ``catalog = "search"``, the listing is only the ``always_visible``
   tools plus ``search_tools`` and ``call_tool`` (``SEARCH_TOOLS``); every tool
   of the view still routes by its public name, and ``search_index`` is the
-  BM25 index over them all (``catalog.search``).
+  BM25 index over them all (``catalog.search``); ``semantic_index`` is the
+  vector index over them once the sidecar's ``SemanticEngine`` (``semantic``,
+  set by the Supervisor) has every one's vector (``catalog.semantic_engine``).
 
 The unnamed view ``everything()`` shows the whole Registry; it reads the
 Registry's own lists, so the default front pays nothing for views.
@@ -42,6 +44,8 @@ import mcp_types as types
 
 from supervisor.catalog.registry import ALL_KINDS, Kind, Registered, RegisteredPrompt, RegisteredTool, Registry
 from supervisor.catalog.search import ToolIndex
+from supervisor.catalog.semantic import VectorIndex
+from supervisor.catalog.semantic_engine import SemanticEngine
 from supervisor.config.servers import ServerSettings
 from supervisor.config.views import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, ViewSettings
 
@@ -164,6 +168,9 @@ class CatalogView:
         self._listed: tuple[int, list[RegisteredTool]] | None = None
         self._own: list[RegisteredTool] = search_tools(rules.search_limit) if rules.search else []
         self._index: tuple[int, ToolIndex] | None = None
+        self._vectors: tuple[int, VectorIndex] | None = None
+        self.semantic: SemanticEngine | None = None
+        """The sidecar's embedding engine (None: lexical search only)."""
 
     @property
     def name(self) -> str:
@@ -309,6 +316,18 @@ class CatalogView:
         if self._index is None or self._index[0] != held.version:
             self._index = (held.version, ToolIndex(held.entries))
         return self._index[1]
+
+    def semantic_index(self) -> VectorIndex | None:
+        """The vector index over every tool of the view, or None while some tool has no vector yet (or no model)."""
+        if self.semantic is None:
+            return None
+        held = self._refreshed("tools")
+        if self._vectors is None or self._vectors[0] != held.version:
+            built = self.semantic.index_for(self.name, held.version, held.entries)
+            if built is None:
+                return None
+            self._vectors = (held.version, built)
+        return self._vectors[1]
 
 
 def everything(registry: Registry) -> CatalogView:

@@ -6,6 +6,7 @@ no state. Secrets (tokens, ``env`` and ``http_headers`` values) show as ``***``.
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 from collections.abc import Mapping
 
@@ -33,6 +34,7 @@ def describe_settings(settings: Settings) -> str:
         f"token {_describe_admin_token(sup)})",
         f"  catalog_store = {sup.catalog_store.backend} (url {sup.catalog_store.masked_url}, "
         f"key_prefix {sup.catalog_store.key_prefix}, operation_timeout_ms {sup.catalog_store.operation_timeout_ms})",
+        f"  search = {_describe_search(settings)}",
         f"  telemetry = {'enabled' if sup.telemetry.enabled else 'disabled'} "
         f"(capture_content {str(sup.telemetry.capture_content).lower()}; exporter: the OTEL_* variables)",
     ]
@@ -70,6 +72,20 @@ def describe_settings(settings: Settings) -> str:
             f"  disabled_tools = {', '.join(server.disabled_tools) or '(none)'}",
         ]
     return "\n".join(lines)
+
+
+def _describe_search(settings: Settings) -> str:
+    """Whether the search views fuse a semantic index, and if not why (nothing is imported to find out)."""
+    search = settings.supervisor.search
+    if not any(view.catalog == "search" for view in settings.views.values()):
+        return "(no search view)"
+    if not search.semantic:
+        return "lexical only (semantic = false)"
+    module = {"sentence-transformers": "sentence_transformers"}.get(search.model, search.model)
+    if importlib.util.find_spec("numpy") is None or importlib.util.find_spec(module) is None:
+        return f"lexical only: {module} is not installed (pip install 'trio-mcp-supervisor[search]')"
+    where = f", path {search.path}" if search.path else ""
+    return f"lexical + semantic (model {search.model}{where}; loads in the background at run)"
 
 
 def _masked_pairs(values: Mapping[str, str]) -> str:

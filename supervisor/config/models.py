@@ -28,7 +28,7 @@ from supervisor.config.redis_url import mask_redis_url, redis_url_problem
 from supervisor.config.servers import STRICT, DefaultsSection, ServerSettings
 from supervisor.config.telemetry import TelemetrySettings
 from supervisor.config.values import clip
-from supervisor.config.views import VIEW_NAME, FrontToken, ViewSettings
+from supervisor.config.views import VIEW_NAME, FrontToken, SearchSettings, ViewSettings
 
 ENV_PREFIX = "MCP_SUPERVISOR_"
 CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
@@ -148,6 +148,8 @@ class SupervisorSection(BaseModel):
     front: FrontSettings = FrontSettings()
     admin: AdminSettings = AdminSettings()
     catalog_store: CatalogStoreSettings = CatalogStoreSettings()
+    search: SearchSettings = SearchSettings()
+    """The search views' semantic index (``catalog.semantic_engine``)."""
     telemetry: TelemetrySettings = TelemetrySettings()
     """OpenTelemetry (``supervisor.telemetry``); the ``OTEL_*`` environment variables configure the exporters."""
 

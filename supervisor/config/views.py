@@ -49,6 +49,32 @@ class ViewSettings(BaseModel):
     """How many matches ``search_tools`` returns when the host gives no ``limit``."""
 
 
+class SearchSettings(BaseModel):
+    """The ``[supervisor.search]`` table: the semantic index of every search view (issue 48).
+
+    ``model = "wordllama"`` loads the static embedding whose weights ship in the
+    ``wordllama`` wheel (the ``search`` extra); ``"sentence-transformers"`` and
+    ``"model2vec"`` load a model directory the user names in ``path`` (nothing is
+    ever downloaded). ``semantic = false`` keeps search lexical.
+    """
+
+    model_config = STRICT
+
+    semantic: bool = True
+    model: Literal["wordllama", "model2vec", "sentence-transformers"] = "wordllama"
+    path: str | None = None
+    """A model directory on this machine; required unless ``model = "wordllama"``."""
+
+    @model_validator(mode="after")
+    def _path_for_a_named_model(self) -> SearchSettings:
+        if self.semantic and self.model != "wordllama" and not self.path:
+            raise ValueError(
+                f'supervisor.search.model = "{self.model}" needs path: the model\'s directory on this machine '
+                '(e.g. path = "/models/all-MiniLM-L6-v2"); nothing is downloaded'
+            )
+        return self
+
+
 class FrontToken(BaseModel):
     """One ``[[supervisor.front.tokens]]`` entry: a token, read from the environment at load, that opens these views.
 

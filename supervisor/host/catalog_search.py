@@ -4,10 +4,13 @@ A view with ``catalog = "search"`` lists its ``always_visible`` tools plus
 these two (``catalog.views.search_tools`` defines them):
 
 * ``search_tools(query, limit)`` answers from the view's BM25 index
-  (``CatalogView.search_index``, rebuilt whole when the view's tools changed):
-  the best matches, each with its public name, title, description and input
-  schema as a host would list them (transforms applied), as JSON text and as
-  ``structuredContent``;
+  (``CatalogView.search_index``, rebuilt whole when the view's tools changed),
+  fused by reciprocal rank (``catalog.fusion``) with the semantic index
+  (``CatalogView.semantic_index``) once the embedding model is loaded and every
+  tool of the view has its vector; until then, or without the ``search`` extra,
+  from the BM25 index alone (issue 48): the best matches, each with its public
+  name, title, description and input schema as a host would list them
+  (transforms applied), as JSON text and as ``structuredContent``;
 * ``call_tool(name, arguments)`` calls any tool of the view by its public name.
   It is the same call as a direct one: the request is the host's own (its id,
   progress token, ``_meta``, input responses) with ``name`` and ``arguments``
@@ -18,8 +21,10 @@ these two (``catalog.views.search_tools`` defines them):
 Bad arguments to either tool are a tool error the model can read and correct
 (``isError``), as a server's input validation would be.
 
-Concurrency: runs in the host request's handler task; the index is read (or
-rebuilt) synchronously.
+Concurrency: runs in the host request's handler task; the indexes are read (or
+rebuilt) synchronously, and both are taken before the one await of a fused
+search (the query's embedding, in the engine's worker thread), so one answer
+ranks one snapshot of the view.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from typing import Any
 import mcp_types as types
 from mcp.server import ServerRequestContext
 
-from supervisor.catalog.search import describe
+from supervisor.catalog.fusion import DEPTH, fuse
+from supervisor.catalog.search import Match, describe
 from supervisor.catalog.views import CALL_TOOL, MAX_SEARCH_LIMIT, SEARCH_TOOL, CatalogView
 from supervisor.host.tool_calls import error_result
 
@@ -83,9 +89,23 @@ class CatalogSearch:
             return error_result(f"search_tools: 'limit' must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
         # Right after start, search the servers that are still starting too (bounded, as a list is).
         await self._settle()
-        found = describe(view.search_index().search(query, limit))
+        found = describe(await self._ranked(query, limit))
         payload = {"tools": found}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
             structured_content=payload,
         )
+
+    async def _ranked(self, query: str, limit: int) -> list[Match]:
+        """The lexical ranking, fused with the semantic one when the view has a vector index."""
+        view = self._view
+        lexical = view.search_index()
+        vectors = view.semantic_index()
+        if vectors is None or view.semantic is None:
+            return lexical.search(query, limit)
+        words = [match.entry for match in lexical.search(query, DEPTH)]
+        meaning = await view.semantic.embed_query(query)
+        if meaning is None:
+            return [Match(entry, 0.0) for entry in words[:limit]]
+        near = [entry for entry, _ in vectors.search(meaning, DEPTH)]
+        return [Match(entry, 0.0) for entry in fuse(words, near, limit)]
