@@ -263,6 +263,8 @@ async def login(settings: Settings, name: str, *, out: TextIO = sys.stdout) -> N
                 callback_handler=wait_for_redirect,
                 client_metadata_url=oauth.client_metadata_url,
                 extra_scope=union_scopes(" ".join(oauth.scopes) or None, step_up),
+                configured_client_id=oauth.client_id,
+                secret_setting=oauth.token_endpoint_auth_method,
             )
             try:
                 async with Client(

@@ -32,11 +32,12 @@ Issue 13 (the rest of the MCP authorization spec), all through the SDK:
   named reason (:mod:`supervisor.compat.oauth`); the server parks instead of
   retrying.
 
-Issue 30: a client secret (a pre-registered client's, or ``client_credentials``')
-is sent the way ``oauth.token_endpoint_auth_method`` says; ``auto`` (the default)
-lets the authorization server's metadata decide once it is known
-(:func:`supervisor.compat.oauth_methods.token_auth_method` holds the table). Dynamic
-registration asks for no secret (``none``), as before.
+Issues 30 and 46: how the client authenticates at the token endpoint is one table
+(:func:`supervisor.compat.oauth_methods.token_auth_method`). Dynamic registration
+asks for a public client (``none``) and then follows what the registration response
+names; a configured secret (a pre-registered client's, or ``client_credentials``')
+is sent the way ``oauth.token_endpoint_auth_method`` says, and under ``auto`` (the
+default) the way the authorization server's metadata offers once it is known.
 
 Nothing here logs a token, a code, a verifier or a secret; error messages name
 the server, the token file and the command to run.
@@ -58,7 +59,7 @@ import httpx2
 import trio
 from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
 from mcp.client.auth.utils import union_scopes
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, TokenEndpointAuthMethod
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
 from supervisor.auth.token_store import (
     FileTokenStorage,
@@ -77,7 +78,7 @@ from supervisor.compat.oauth import (
     StepUpAwareProvider,
     SupervisorOAuthProvider,
 )
-from supervisor.compat.oauth_methods import NoSecretMethodOffered, token_auth_method
+from supervisor.compat.oauth_methods import REGISTRATION_METHOD, NoUsableMethodOffered
 from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
 
@@ -105,11 +106,9 @@ def client_metadata(oauth: OAuthSettings, redirect_uri: str | None) -> OAuthClie
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         scope=" ".join(oauth.scopes) or None,
-        # Without a secret (dynamic registration) a public client. A pre-registered client's metadata is never
-        # registered: its record (`fixed_client`) is what counts, and this only names the same method.
-        token_endpoint_auth_method=token_auth_method(
-            oauth.token_endpoint_auth_method, oauth.client_secret_env_var is not None, None
-        ),
+        # A dynamic registration asks for a public client. A pre-registered client's metadata is never
+        # registered: its record (`fixed_client`) and the setting decide at each token request.
+        token_endpoint_auth_method=REGISTRATION_METHOD,
     )
 
 
@@ -124,16 +123,9 @@ def fixed_client(server: ServerSettings, redirect_uri: str | None) -> OAuthClien
         client_secret=secret,
         redirect_uris=[redirect_uri] if redirect_uri is not None else None,  # type: ignore[list-item]
         grant_types=["authorization_code", "refresh_token"],
-        token_endpoint_auth_method=_record_method(oauth, secret is not None),
+        # No method in the record: the table decides at each token request (setting, then metadata).
         scope=" ".join(oauth.scopes) or None,
     )
-
-
-def _record_method(oauth: OAuthSettings, has_secret: bool) -> TokenEndpointAuthMethod | None:
-    """The pre-registered record's method; None under ``auto`` with a secret: the metadata decides, once known."""
-    if has_secret and oauth.token_endpoint_auth_method == "auto":
-        return None
-    return token_auth_method(oauth.token_endpoint_auth_method, has_secret, None)
 
 
 @dataclass
@@ -193,6 +185,8 @@ def build_run_auth(server: ServerSettings) -> RunAuth:
         headless=True,
         client_metadata_url=oauth.client_metadata_url,
         on_step_up=partial(record_step_up, storage, server.name),
+        configured_client_id=oauth.client_id,
+        secret_setting=oauth.token_endpoint_auth_method,
     )
     return RunAuth(server.name, headless, headless, str(path), seen)
 
@@ -279,12 +273,12 @@ class _ExpectedLoginRequired(logging.Filter):
 
     A ``LoginRequired`` is an expected outcome in ``run`` (the server parks in
     ``needs_login`` and says so once, in our own words), and a
-    ``NoSecretMethodOffered`` says which setting to change: neither is worth a
+    ``NoUsableMethodOffered`` says which setting to change: neither is worth a
     traceback, and the one-shot commands must never print one.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], LoginRequired | NoSecretMethodOffered))
+        return not (record.exc_info and isinstance(record.exc_info[1], LoginRequired | NoUsableMethodOffered))
 
 
 logging.getLogger("mcp.client.auth.oauth2").addFilter(_ExpectedLoginRequired())

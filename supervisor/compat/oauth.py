@@ -36,19 +36,21 @@ Issue 13 adds, on the same hooks plus ``_auth_flow`` and ``_expected_issuer``:
   ``iss`` checks raise a plain ``OAuthFlowError``; ``_auth_flow`` re-raises
   those as ``IssuerMismatch``, which stops the flow (never a silent retry).
 
-Issue 30, on the context's public ``prepare_token_auth`` and ``can_refresh_token``:
+Issues 30 and 46, on the context's public ``prepare_token_auth`` and ``can_refresh_token``:
 
-* **A client secret goes the way the authorization server says.** The SDK sends
-  a secret the way the client record names (``token_endpoint_auth_method``).
-  A record with a secret and no method (a pre-registered client under
-  ``auto``; ``client_credentials`` likewise) is decided in
-  ``_TokenAuthContext.prepare_token_auth`` at every token request, from the
-  authorization server's metadata (``token_endpoint_auth_methods_supported``):
-  ``token_auth_method`` holds the table. Before the metadata is known a refresh
-  of such a client waits for it (``can_refresh_token`` says no): the request
-  goes out without the expired token, the 401 makes the SDK discover the
-  metadata, and the headless refresh then goes to the right endpoint, the right
-  way. So an undecided secret is never sent to a guessed ``/token``.
+* **The client authenticates the way the authorization server says.** The SDK
+  sends a secret the way the client record names (``token_endpoint_auth_method``).
+  ``_TokenAuthContext.prepare_token_auth`` decides the method at every token
+  request instead, from one table (``compat.oauth_methods.token_auth_method``):
+  a dynamically registered client the way its registration response named (a
+  public client stays public when a server hands it a secret anyway); a
+  configured one (pre-registered, ``client_credentials``) by the setting, then
+  the metadata (``token_endpoint_auth_methods_supported``), then RFC 8414's
+  default. Before the metadata is known, a refresh whose method depends on it
+  waits (``can_refresh_token`` says no): the request goes out without the
+  expired token, the 401 makes the SDK discover the metadata, and the headless
+  refresh then goes to the right endpoint, the right way. So an undecided
+  secret is never sent to a guessed ``/token``.
 
 Round 15 (issue 29), on ``_initialize``, ``_add_auth_header`` and the context's lock:
 
@@ -80,10 +82,17 @@ from mcp.client.auth import OAuthClientProvider, OAuthFlowError, TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match, union_scopes
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
-from supervisor.compat.oauth_methods import NoSecretMethodOffered, SecretMethod, token_auth_method
+from supervisor.compat.oauth_methods import (
+    SPEC_DEFAULT_METHOD,
+    ClientOrigin,
+    NoUsableMethodOffered,
+    SecretMethod,
+    needs_metadata,
+    token_auth_method,
+)
 
 MAX_REFRESH_MARGIN_SEC: Final = 60.0
 REFRESH_MARGIN_FRACTION: Final = 0.25
@@ -185,7 +194,7 @@ class StepUpAwareProvider(OAuthClientProvider):
         except StopAsyncIteration:
             return
         except OAuthFlowError as exc:
-            if isinstance(exc, NoSecretMethodOffered):
+            if isinstance(exc, NoUsableMethodOffered):
                 self.login_required = str(exc)  # no retry can help: park, and say what to change
                 raise
             if isinstance(exc, LoginRequired) or not str(exc).startswith(ISSUER_ERRORS):
@@ -229,35 +238,60 @@ def _challenged(response: httpx2.Response) -> bool:
 
 
 class _TokenAuthContext(OAuthContext):
-    """The SDK's context; a client secret is sent the way the authorization server's metadata says (issue 30).
+    """The SDK's context; the token-endpoint method comes from one table (``token_auth_method``, issues 30, 46).
 
-    The signal is the client record itself: one with a secret and no
-    ``token_endpoint_auth_method`` leaves the choice to the metadata (RFC 7591
-    §2 reads an omitted method as ``client_secret_basic``, which is also what
-    ``token_auth_method`` gives while nothing is known). A forced setting puts
-    its method in the record, and a dynamic registration carries the one the
-    authorization server registered: both are sent as they say.
+    At every token request the method is decided from the record's origin, what
+    its registration named, the setting and the metadata known then, and put on
+    a copy of the record for that request only: the stored record stays as the
+    authorization server (or the settings) made it. A record whose decision
+    waits for the metadata does not refresh before it is known.
     """
 
-    def _choosing(self) -> bool:
-        client = self.client_info
-        return client is not None and bool(client.client_secret) and client.token_endpoint_auth_method is None
+    configured_client_id: str | None = None
+    """The client id the settings name (pre-registered, ``client_credentials``); None: dynamic registration."""
+    secret_setting: SecretMethod = "auto"
+    """``oauth.token_endpoint_auth_method``: how a configured client's secret is sent."""
+
+    def _origin(self, client: OAuthClientInformationFull) -> ClientOrigin:
+        # CIMD: the metadata document's URL is the client id, and it is the settings' own.
+        configured = client.client_id is not None and client.client_id in (
+            self.configured_client_id,
+            self.client_metadata_url,
+        )
+        return "configured" if configured else "registered"
 
     def can_refresh_token(self) -> bool:
-        # Undecided, a secret waits for the metadata: the SDK's flow then sends the request without the
+        client = self.client_info
+        # Undecided without the metadata, a secret waits for it: the SDK's flow then sends the request without the
         # expired token, discovers on the 401, and the (headless) refresh asks again once it knows.
-        return super().can_refresh_token() and not (self._choosing() and self.oauth_metadata is None)
+        waits = (
+            client is not None
+            and self.oauth_metadata is None
+            and needs_metadata(
+                self._origin(client),
+                registered=client.token_endpoint_auth_method,
+                setting=self.secret_setting,
+                has_secret=bool(client.client_secret),
+            )
+        )
+        return super().can_refresh_token() and not waits
 
     def prepare_token_auth(
         self, data: dict[str, str], headers: dict[str, str] | None = None
     ) -> tuple[dict[str, str], dict[str, str]]:
         client = self.client_info
-        if client is None or not self._choosing():
+        if client is None:
             return super().prepare_token_auth(data, headers)
-        offered = self.oauth_metadata.token_endpoint_auth_methods_supported if self.oauth_metadata else None
-        # For this request only (no await in between): the record stays undecided, so each token
-        # request decides from the metadata known then.
-        method = token_auth_method("auto", has_secret=True, offered=offered)
+        method = token_auth_method(
+            self._origin(client),
+            registered=client.token_endpoint_auth_method,
+            setting=self.secret_setting,
+            has_secret=bool(client.client_secret),
+            offered=self.oauth_metadata.token_endpoint_auth_methods_supported if self.oauth_metadata else None,
+        )
+        if method == client.token_endpoint_auth_method:
+            return super().prepare_token_auth(data, headers)
+        # For this request only (no await in between): each token request decides from the metadata known then.
         self.client_info = client.model_copy(update={"token_endpoint_auth_method": method})
         try:
             return super().prepare_token_auth(data, headers)
@@ -268,7 +302,8 @@ class _TokenAuthContext(OAuthContext):
 class CappedClientCredentialsProvider(StepUpAwareProvider, ClientCredentialsOAuthProvider):
     """The SDK's client-credentials provider; a step-up re-authorizes by itself, at most 3 times (issue 13).
 
-    ``secret_method``: how the secret is sent; ``auto`` leaves it to the metadata (issue 30).
+    ``secret_method``: how the secret is sent; ``auto`` leaves it to the metadata (issue 30). The
+    SDK's record names a method of its own (it must); the context's table decides at each request.
     """
 
     def __init__(
@@ -282,11 +317,10 @@ class CappedClientCredentialsProvider(StepUpAwareProvider, ClientCredentialsOAut
         scope: str | None,
         issuer: str | None,
     ) -> None:
-        forced = "client_secret_basic" if secret_method == "auto" else secret_method
+        forced = SPEC_DEFAULT_METHOD if secret_method == "auto" else secret_method
         super().__init__(
             server_url, storage, client_id, client_secret, token_endpoint_auth_method=forced, scope=scope, issuer=issuer
         )
-        self._choose_from_metadata = secret_method == "auto"
         sdk = self.context
         self.context = _TokenAuthContext(
             server_url=sdk.server_url,
@@ -296,12 +330,8 @@ class CappedClientCredentialsProvider(StepUpAwareProvider, ClientCredentialsOAut
             callback_handler=sdk.callback_handler,
             client_metadata_url=sdk.client_metadata_url,
         )
-
-    async def _initialize(self) -> None:
-        await super()._initialize()  # sets the SDK's fixed client record, which names a method
-        client = self.context.client_info
-        if self._choose_from_metadata and client is not None:
-            self.context.client_info = client.model_copy(update={"token_endpoint_auth_method": None})
+        self.context.configured_client_id = client_id
+        self.context.secret_setting = secret_method
 
     async def _perform_authorization(self) -> httpx2.Request:
         if self.step_up_scope is not None:
@@ -345,6 +375,8 @@ class SupervisorOAuthProvider(StepUpAwareProvider, OAuthClientProvider):
         client_metadata_url: str | None = None,
         extra_scope: str | None = None,
         on_step_up: Callable[[str, str], str] | None = None,
+        configured_client_id: str | None = None,
+        secret_setting: SecretMethod = "auto",
     ) -> None:
         super().__init__(server_url, client_metadata, storage, redirect_handler, callback_handler, client_metadata_url)
         self.context = _EarlyRefreshContext(
@@ -355,6 +387,8 @@ class SupervisorOAuthProvider(StepUpAwareProvider, OAuthClientProvider):
             callback_handler=callback_handler,
             client_metadata_url=client_metadata_url,
         )
+        self.context.configured_client_id = configured_client_id
+        self.context.secret_setting = secret_setting
         self._extra_scope = extra_scope
         """``login``: scopes every authorization asks for on top of the SDK's choice (config, a pending step-up)."""
         self._on_step_up = on_step_up

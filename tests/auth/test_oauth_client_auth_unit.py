@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import inspect
+import json
 from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs
@@ -21,11 +22,18 @@ import trio
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.auth.oauth2 import OAuthContext
-from mcp.shared.auth import OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthToken
 
 from supervisor.auth.oauth import build_run_auth, client_metadata, fixed_client, machine_provider
-from supervisor.auth.token_store import FileTokenStorage, token_file
-from supervisor.compat.oauth_methods import NoSecretMethodOffered, SecretMethod, token_auth_method
+from supervisor.auth.token_store import FileTokenStorage, MemoryTokenStorage, token_file
+from supervisor.compat.oauth import SupervisorOAuthProvider
+from supervisor.compat.oauth_methods import (
+    ClientOrigin,
+    NoUsableMethodOffered,
+    SecretMethod,
+    needs_metadata,
+    token_auth_method,
+)
 from supervisor.config.loader import load_settings
 from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import ConfigError
@@ -38,29 +46,74 @@ BASIC: Final = "client_secret_basic"
 POST: Final = "client_secret_post"
 
 
+NONE: Final = "none"
+
+
 @pytest.mark.parametrize(
-    ("setting", "has_secret", "offered", "method"),
+    ("origin", "registered", "has_secret", "setting", "offered", "method"),
     [
-        ("auto", False, [BASIC, POST], "none"),
-        (POST, False, [BASIC], "none"),
-        (POST, True, [BASIC], POST),
-        (BASIC, True, [POST], BASIC),
-        ("auto", True, None, BASIC),
-        ("auto", True, [], BASIC),
-        ("auto", True, [POST, BASIC], BASIC),
-        ("auto", True, [BASIC], BASIC),
-        ("auto", True, [POST, "none"], POST),
+        # A registered client: the registration response's word first.
+        ("registered", POST, True, "auto", [BASIC], POST),
+        ("registered", NONE, True, "auto", [BASIC, POST], NONE),  # a public client handed a secret anyway
+        ("registered", BASIC, True, POST, None, BASIC),  # the setting is the configured client's, not this one's
+        ("registered", None, False, "auto", [BASIC], NONE),
+        ("registered", None, True, "auto", None, NONE),  # nothing said: what it asked for
+        ("registered", None, True, "auto", [NONE], NONE),  # the regression of issue 46
+        ("registered", None, True, "auto", [BASIC, NONE], NONE),
+        ("registered", None, True, "auto", [POST, BASIC], BASIC),
+        ("registered", None, True, "auto", [POST], POST),
+        # A configured client: the setting, then the metadata, then RFC 8414's default.
+        ("configured", None, False, "auto", [BASIC, POST], NONE),
+        ("configured", None, False, POST, [BASIC], NONE),
+        ("configured", None, True, POST, [BASIC], POST),
+        ("configured", None, True, BASIC, [POST], BASIC),
+        ("configured", None, True, "auto", None, BASIC),
+        ("configured", None, True, "auto", [], BASIC),
+        ("configured", None, True, "auto", [POST, BASIC], BASIC),
+        ("configured", None, True, "auto", [BASIC], BASIC),
+        ("configured", None, True, "auto", [POST, NONE], POST),
+        ("configured", None, True, "auto", ["private_key_jwt", NONE], NONE),
+        ("configured", POST, True, "auto", [BASIC], BASIC),  # a configured record's own method is not the word
     ],
 )
 def test_the_token_endpoint_method_follows_its_table(
-    setting: SecretMethod, has_secret: bool, offered: list[str] | None, method: str
+    *,
+    origin: ClientOrigin,
+    registered: str | None,
+    has_secret: bool,
+    setting: SecretMethod,
+    offered: list[str] | None,
+    method: str,
 ) -> None:
-    assert token_auth_method(setting, has_secret, offered) == method
+    assert (
+        token_auth_method(origin, registered=registered, setting=setting, has_secret=has_secret, offered=offered)
+        == method
+    )
 
 
-def test_a_server_that_takes_no_client_secret_is_refused_by_name_with_the_setting_to_change() -> None:
-    with pytest.raises(NoSecretMethodOffered, match=r"offers private_key_jwt, none\); set oauth.token_endpoint_auth"):
-        token_auth_method("auto", True, ["private_key_jwt", "none"])
+@pytest.mark.parametrize("origin", ["registered", "configured"])
+def test_a_server_that_offers_only_methods_the_client_lacks_is_refused_by_name_with_the_setting_to_change(
+    origin: ClientOrigin,
+) -> None:
+    with pytest.raises(NoUsableMethodOffered, match=r"offers private_key_jwt\); set oauth.token_endpoint_auth"):
+        token_auth_method(origin, registered=None, setting="auto", has_secret=True, offered=["private_key_jwt"])
+
+
+@pytest.mark.parametrize(
+    ("origin", "registered", "has_secret", "setting", "waits"),
+    [
+        ("registered", POST, True, "auto", False),
+        ("registered", None, True, "auto", True),
+        ("registered", None, False, "auto", False),
+        ("configured", None, True, "auto", True),
+        ("configured", None, True, POST, False),
+        ("configured", None, False, "auto", False),
+    ],
+)
+def test_a_token_request_waits_for_the_metadata_exactly_when_the_table_would_read_it(
+    origin: ClientOrigin, registered: str | None, has_secret: bool, setting: SecretMethod, waits: bool
+) -> None:
+    assert needs_metadata(origin, registered=registered, setting=setting, has_secret=has_secret) is waits
 
 
 def test_a_forced_method_without_a_secret_is_refused_naming_the_keys(tmp_path: Path) -> None:
@@ -74,18 +127,16 @@ def test_a_forced_method_without_a_secret_is_refused_naming_the_keys(tmp_path: P
         load_settings(path, environ={})
 
 
-def test_dynamic_registration_still_asks_for_a_public_client_and_a_forced_method_goes_into_the_record(
+def test_dynamic_registration_asks_for_a_public_client_and_a_pre_registered_record_leaves_the_method_to_the_table(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert client_metadata(OAuthSettings(), None).token_endpoint_auth_method == "none"
     monkeypatch.setenv("APP_SECRET", SECRET)
     forced = OAuthSettings(client_id="app", client_secret_env_var="APP_SECRET", token_endpoint_auth_method=POST)
-    record = fixed_client(ServerSettings(name="r", url=URL, oauth=forced), None)
-    assert record is not None and record.token_endpoint_auth_method == POST
-    assert client_metadata(forced, None).token_endpoint_auth_method == POST
+    assert client_metadata(forced, None).token_endpoint_auth_method == "none"
     auto = OAuthSettings(client_id="app", client_secret_env_var="APP_SECRET")
     record = fixed_client(ServerSettings(name="r", url=URL, oauth=auto), None)
-    assert record is not None and record.token_endpoint_auth_method is None  # the metadata decides, once known
+    assert record is not None and record.token_endpoint_auth_method is None  # the table decides, at each request
 
 
 # -- through the SDK's flow ---------------------------------------------------------------------
@@ -94,8 +145,10 @@ def test_dynamic_registration_still_asks_for_a_public_client_and_a_forced_method
 class AuthorizationServer:
     """A protected resource and its authorization server, in process: which way did the secret come?"""
 
-    def __init__(self, offered: list[str] | None) -> None:
+    def __init__(self, offered: list[str] | None, registers: dict[str, str] | None = None) -> None:
         self.offered = offered
+        self.registers = registers
+        """What ``/register`` answers besides the client id (dynamic registration; None: no endpoint)."""
         self.paths: list[str] = []
         self.methods: list[str] = []
         self.access = "CANARYACCESS-fresh"
@@ -114,7 +167,11 @@ class AuthorizationServer:
             }
             if self.offered is not None:
                 metadata["token_endpoint_auth_methods_supported"] = self.offered
+            if self.registers is not None:
+                metadata["registration_endpoint"] = f"{AS_URL}register"
             return httpx2.Response(200, json=metadata)
+        if path == "/register" and self.registers is not None:
+            return httpx2.Response(201, json={**json.loads(request.content), "client_id": "app", **self.registers})
         if path == "/token":
             return self._token(request)
         if request.headers.get("authorization") == f"Bearer {self.access}":
@@ -157,6 +214,51 @@ async def _get_through(auth: httpx2.Auth, server: AuthorizationServer) -> httpx2
     with trio.fail_after(BOUND_SEC):
         async with httpx2.AsyncClient(transport=httpx2.MockTransport(server), auth=auth) as client:
             return await client.get(URL)
+
+
+class _Browser:
+    """The person: takes the authorization URL, hands back a code with its state (no redirect listener)."""
+
+    def __init__(self) -> None:
+        self.state: str | None = None
+
+    async def open(self, url: str) -> None:
+        self.state = parse_qs(url.partition("?")[2])["state"][0]
+        await trio.lowlevel.checkpoint()
+
+    async def redirected(self) -> AuthorizationCodeResult:
+        await trio.lowlevel.checkpoint()
+        return AuthorizationCodeResult(code="CANARYCODE", state=self.state)
+
+
+@pytest.mark.parametrize(
+    ("offered", "registers", "method"),
+    [
+        ([NONE], {"client_secret": SECRET}, NONE),  # issue 46: a secret the public client did not ask for
+        ([BASIC, POST, NONE], {"client_secret": SECRET}, NONE),
+        ([BASIC], {"client_secret": SECRET, "token_endpoint_auth_method": BASIC}, BASIC),
+        ([POST], {"client_secret": SECRET, "token_endpoint_auth_method": POST}, POST),
+        ([BASIC, NONE], {"client_secret": SECRET, "token_endpoint_auth_method": NONE}, NONE),
+        ([NONE], {}, NONE),
+    ],
+)
+async def test_a_dynamically_registered_client_logs_in_the_way_its_registration_says(
+    offered: list[str], registers: dict[str, str], method: str
+) -> None:
+    browser = _Browser()
+    provider = SupervisorOAuthProvider(
+        URL,
+        client_metadata(OAuthSettings(), "http://127.0.0.1:9/callback"),
+        MemoryTokenStorage(),
+        headless=False,
+        redirect_handler=browser.open,
+        callback_handler=browser.redirected,
+    )
+    authorization_server = AuthorizationServer(offered, registers)
+    response = await _get_through(provider, authorization_server)
+    assert response.status_code == 200
+    assert "/register" in authorization_server.paths
+    assert authorization_server.methods == [method]
 
 
 @pytest.mark.parametrize(
@@ -219,7 +321,7 @@ async def test_client_credentials_at_a_server_that_takes_no_secret_park_naming_t
     )
     run_auth = build_run_auth(ServerSettings(name="r", url=URL, oauth=oauth))
     authorization_server = AuthorizationServer(["private_key_jwt"])
-    with pytest.raises(NoSecretMethodOffered):
+    with pytest.raises(NoUsableMethodOffered):
         await _get_through(run_auth.auth, authorization_server)
     assert "/token" not in authorization_server.paths
     error = run_auth.needs_login()
