@@ -122,7 +122,8 @@ def available(model: str = DEFAULT_MODEL) -> str | None:
     if module is None:
         return f"unknown model {model!r} (one of {', '.join(MODELS)})"
     if importlib.util.find_spec("numpy") is None or importlib.util.find_spec(module) is None:
-        return f"{module} is not installed: pip install 'trio-mcp-supervisor[search]'"
+        extra = "'trio-mcp-supervisor[search]'" if model == DEFAULT_MODEL else f"{model} (and its model's needs)"
+        return f"{module} is not installed: pip install {extra}"
     return None
 
 
@@ -132,11 +133,11 @@ def load_embedder(model: str = DEFAULT_MODEL, path: str | None = None) -> Embedd
     Raises:
         SemanticUnavailable: the library is missing, ``path`` is missing or wrong, or loading failed.
     """
+    if model in MODELS and model != "wordllama" and not path:
+        raise SemanticUnavailable(f"model {model!r} needs 'path': a model directory on this machine")
     missing = available(model)
     if missing is not None:
         raise SemanticUnavailable(missing)
-    if model != "wordllama" and not path:
-        raise SemanticUnavailable(f"model {model!r} needs 'path': a model directory on this machine")
     if path is not None and not Path(path).expanduser().exists():
         raise SemanticUnavailable(f"the model path {path!r} does not exist")
     try:

@@ -103,6 +103,8 @@ class SemanticEngine:
         self._wanted: dict[str, str] = {}
         """Texts some view needs a vector for, by key (filled by ``index_for``, emptied by ``run``)."""
         self._wake = trio.Event()
+        self._progress = trio.Event()
+        """Set (and replaced) whenever loading ends or a batch is added (``wait_settled``)."""
         self._views: dict[str, tuple[object, list[str], list[str]]] = {}
         """Per view: the version its keys and texts were made for, the keys, the texts."""
         self.embedded = 0
@@ -130,6 +132,16 @@ class SemanticEngine:
         self._state = "off"
         self._reason = reason
         self._wake.set()
+        self._moved()
+
+    def _moved(self) -> None:
+        self._progress.set()
+        self._progress = trio.Event()
+
+    async def wait_settled(self) -> None:
+        """Wait until the model is loaded (or failed) and every vector asked for is there (callers bound it)."""
+        while self._state == "loading" or (self._state == "ready" and self._wanted):
+            await self._progress.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Load the model, then embed what views ask for, until cancelled; started at once."""
@@ -142,12 +154,14 @@ class SemanticEngine:
         except SemanticUnavailable as exc:
             self._state, self._reason = "failed", str(exc)
             logger.warning("search: %s; search_tools answers from the lexical index only", exc)
+            self._moved()
             return
         if self._state != "loading":
             return  # disabled while it loaded
         self._vectors.update(await trio.to_thread.run_sync(self._read_file, embedder.model_id, limiter=self._limiter))
         self._embedder = embedder
         self._state = "ready"
+        self._moved()
         logger.info("search: %s loaded, %d vectors cached", embedder.model_id, len(self._vectors))
         while self._state == "ready":
             if not self._wanted:
@@ -169,6 +183,7 @@ class SemanticEngine:
             self._trim()
             snapshot = dict(self._vectors)
             await trio.to_thread.run_sync(self._write_file, embedder.model_id, snapshot, limiter=self._limiter)
+        self._moved()
 
     def index_for(self, view: str, version: object, entries: Sequence[RegisteredTool]) -> VectorIndex | None:
         """A vector index over ``entries`` if every one has its vector; else None, and their embedding is asked for.

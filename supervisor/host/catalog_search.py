@@ -10,7 +10,8 @@ these two (``catalog.views.search_tools`` defines them):
   tool of the view has its vector; until then, or without the ``search`` extra,
   from the BM25 index alone (issue 48): the best matches, each with its public
   name, title, description and input schema as a host would list them
-  (transforms applied), as JSON text and as ``structuredContent``;
+  (transforms applied), and ``ranking`` ("fused" or "lexical"), as JSON text
+  and as ``structuredContent``;
 * ``call_tool(name, arguments)`` calls any tool of the view by its public name.
   It is the same call as a direct one: the request is the host's own (its id,
   progress token, ``_meta``, input responses) with ``name`` and ``arguments``
@@ -89,23 +90,23 @@ class CatalogSearch:
             return error_result(f"search_tools: 'limit' must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
         # Right after start, search the servers that are still starting too (bounded, as a list is).
         await self._settle()
-        found = describe(await self._ranked(query, limit))
-        payload = {"tools": found}
+        ranked, ranking = await self._ranked(query, limit)
+        payload = {"tools": describe(ranked), "ranking": ranking}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
             structured_content=payload,
         )
 
-    async def _ranked(self, query: str, limit: int) -> list[Match]:
-        """The lexical ranking, fused with the semantic one when the view has a vector index."""
+    async def _ranked(self, query: str, limit: int) -> tuple[list[Match], str]:
+        """The lexical ranking, fused with the semantic one when the view has a vector index; and which it was."""
         view = self._view
         lexical = view.search_index()
         vectors = view.semantic_index()
         if vectors is None or view.semantic is None:
-            return lexical.search(query, limit)
+            return lexical.search(query, limit), "lexical"
         words = [match.entry for match in lexical.search(query, DEPTH)]
         meaning = await view.semantic.embed_query(query)
         if meaning is None:
-            return [Match(entry, 0.0) for entry in words[:limit]]
+            return [Match(entry, 0.0) for entry in words[:limit]], "lexical"
         near = [entry for entry, _ in vectors.search(meaning, DEPTH)]
-        return [Match(entry, 0.0) for entry in fuse(words, near, limit)]
+        return [Match(entry, 0.0) for entry in fuse(words, near, limit)], "fused"

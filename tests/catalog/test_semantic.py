@@ -1,0 +1,228 @@
+"""The semantic index and its fusion with BM25 (issue 48), on the real catalogs saved in bench/catalogs.
+
+The model is the one the ``search`` extra ships (WordLlama, weights in its wheel), loaded for real
+with every socket refused, so a test fails if loading reaches for a network. The engine's worker
+threads are real too: waits are bounded by ``trio.fail_after`` and end on the engine's own progress
+event (``wait_settled``), never on a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final, cast
+
+import mcp_types as types
+import pytest
+import trio
+
+from supervisor.catalog import semantic
+from supervisor.catalog.fusion import fuse
+from supervisor.catalog.registry import Registry
+from supervisor.catalog.semantic import Embedder, SemanticUnavailable, embedding_text, load_embedder
+from supervisor.catalog.semantic_engine import SemanticConfig, SemanticEngine
+from supervisor.catalog.views import CatalogView, ViewRules
+from supervisor.host.catalog_search import CatalogSearch
+
+CATALOGS: Final = Path(__file__).parents[2] / "bench" / "catalogs"
+BOUND_SEC: Final = 60.0
+FOUND_ONLY_BY_WORDS: Final = {
+    "show me the last commits": "mcp__git__git_log",
+    "stage these two files": "mcp__git__git_add",
+    "leave a comment on a notion page": "mcp__notion__API-create-a-comment",
+}
+"""Requests whose tool BM25 ranks in the first five and the embedding alone does not (measured)."""
+FOUND_ONLY_BY_MEANING: Final = {
+    "open a bug report on the project's repo": "mcp__github__create_issue",
+    "what's in this folder": "mcp__fs__list_directory",
+    "how big is this file and when was it last changed": "mcp__fs__get_file_info",
+    "hit the Enter key": "mcp__playwright__browser_press_key",
+}
+"""Requests whose tool the embedding ranks in the first five and BM25 does not (measured)."""
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing here may download: every socket connection fails."""
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError("no network in the semantic index's tests")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+def saved_registry(servers: Sequence[str] | None = None) -> Registry:
+    registry = Registry()
+    for file in sorted(CATALOGS.glob("*.json")):
+        saved = json.loads(file.read_text())
+        if servers is None or saved["server"] in servers:
+            registry.swap(saved["server"], [types.Tool.model_validate(tool) for tool in saved["tools"]])
+    return registry
+
+
+def search_view(registry: Registry, engine: SemanticEngine | None) -> CatalogView:
+    view = CatalogView(registry, ViewRules("pick", search=True))
+    view.semantic = engine
+    return view
+
+
+async def found(search: CatalogSearch, query: str, limit: int = 5) -> tuple[list[str], str]:
+    params = types.CallToolRequestParams(name="search_tools", arguments={"query": query, "limit": limit})
+
+    async def no_call(*_args: object) -> types.CallToolResult:
+        raise AssertionError("search_tools calls no tool")
+
+    result = await search.call(cast("Any", None), params, no_call)
+    assert isinstance(result, types.CallToolResult)
+    payload = cast("dict[str, Any]", result.structured_content)
+    return [tool["name"] for tool in payload["tools"]], payload["ranking"]
+
+
+async def nothing() -> None:
+    pass
+
+
+def test_the_packaged_model_loads_with_no_network_and_embeds_unit_rows() -> None:
+    model = load_embedder()
+    rows = model.embed(["list the files in a folder", "read one file", "what time is it in Tokyo"])
+    assert rows.shape == (3, 256)
+    similarity = rows @ rows.T
+    assert abs(float(similarity[0, 0]) - 1.0) < 1e-4
+    assert similarity[0, 1] > similarity[0, 2], "files are nearer files than clocks"
+    assert "wordllama" in model.model_id
+
+
+def test_a_model_that_needs_a_path_or_a_missing_library_is_refused_with_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(SemanticUnavailable, match="needs 'path'"):
+        load_embedder("sentence-transformers")
+    monkeypatch.setitem(semantic._REQUIRES, "wordllama", "wordllama_hidden_for_this_test")
+    with pytest.raises(SemanticUnavailable, match=r"pip install 'trio-mcp-supervisor\[search\]'"):
+        load_embedder()
+
+
+def test_the_embedded_text_holds_the_server_the_name_in_words_the_description_and_the_arguments() -> None:
+    (entry,) = [e for e in saved_registry(["git"]).tool_entries() if e.key == "mcp__git__git_diff_staged"]
+    text = embedding_text(entry, {"git": "a local git checkout"})
+    assert text.startswith("git: a local git checkout. git diff staged. ")
+    assert entry.shown.description is not None and entry.shown.description in text
+    assert "repo path" in text
+
+
+def test_fusion_ranks_by_reciprocal_rank_and_breaks_ties_for_the_lexical_ranking() -> None:
+    a, b, c = saved_registry(["time"]).tool_entries()[0], *saved_registry(["fetch", "thinking"]).tool_entries()
+    assert [e.key for e in fuse([a, b], [c, b], 3)] == [b.key, a.key, c.key]
+    assert [e.key for e in fuse([a], [c], 2)] == [a.key, c.key]
+
+
+@pytest.fixture(scope="module")
+def packaged_model() -> Iterator[Embedder]:
+    yield load_embedder()
+
+
+async def test_search_fuses_so_both_what_only_words_find_and_what_only_meaning_finds_are_in_the_first_five(
+    packaged_model: Embedder,
+) -> None:
+    engine = SemanticEngine(SemanticConfig(), None, loader=lambda _model, _path: packaged_model)
+    view = search_view(saved_registry(), engine)
+    search = CatalogSearch(view, nothing)
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(engine.run)
+            await engine.wait_settled()
+            assert view.semantic_index() is None, "the first look asks for the vectors"
+            await engine.wait_settled()
+            assert view.semantic_index() is not None
+            for query, tool in {**FOUND_ONLY_BY_WORDS, **FOUND_ONLY_BY_MEANING}.items():
+                names, ranking = await found(search, query)
+                assert ranking == "fused"
+                assert tool in names, f"{query!r}: {tool} not in {names}"
+            nursery.cancel_scope.cancel()
+
+
+async def test_search_answers_lexically_while_the_model_loads_and_start_up_does_not_wait_for_it(
+    packaged_model: Embedder,
+) -> None:
+    release = threading.Event()
+
+    def slow_loader(_model: str, _path: str | None) -> Embedder:
+        release.wait(BOUND_SEC)
+        return packaged_model
+
+    engine = SemanticEngine(SemanticConfig(), None, loader=slow_loader)
+    view = search_view(saved_registry(["git", "fs"]), engine)
+    search = CatalogSearch(view, nothing)
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(engine.run)  # returns while the loader still blocks
+            try:
+                assert engine.state == "loading"
+                assert "lexical until it is ready" in engine.describe()
+                names, ranking = await found(search, "stage these two files")
+                assert ranking == "lexical"
+                assert "mcp__git__git_add" in names
+            finally:
+                release.set()
+            await engine.wait_settled()
+            view.semantic_index()
+            await engine.wait_settled()
+            assert (await found(search, "stage these two files"))[1] == "fused"
+            assert engine.describe().startswith("semantic index active (wordllama")
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_restart_over_the_same_catalog_embeds_nothing_and_a_changed_tool_alone_is_embedded(
+    tmp_path: Path, packaged_model: Embedder
+) -> None:
+    registry = saved_registry()
+    count = len(registry.tool_entries())
+
+    async def one_life(registry: Registry) -> int:
+        engine = SemanticEngine(SemanticConfig(), tmp_path, loader=lambda _model, _path: packaged_model)
+        view = search_view(registry, engine)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(engine.run)
+            await engine.wait_settled()
+            view.semantic_index()
+            await engine.wait_settled()
+            assert view.semantic_index() is not None
+            nursery.cancel_scope.cancel()
+        return engine.embedded
+
+    with trio.fail_after(BOUND_SEC):
+        assert await one_life(registry) == count
+        assert list((tmp_path / "search").glob("*.npz")), "the vectors are saved beside the state"
+        assert await one_life(saved_registry()) == 0, "a restart embeds nothing again"
+        changed = saved_registry()
+        tool = changed.tool_entries()[0]
+        changed.swap(
+            tool.owner,
+            [
+                e.shown.model_copy(update={"description": "Changed."}) if e.key == tool.key else e.shown
+                for e in changed.tool_entries()
+                if e.owner == tool.owner
+            ],
+        )
+        assert await one_life(changed) == 1
+
+
+async def test_without_the_extra_search_stays_lexical_and_the_engine_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(semantic._REQUIRES, "wordllama", "wordllama_hidden_for_this_test")
+    engine = SemanticEngine(SemanticConfig(), None)
+    view = search_view(saved_registry(["git", "fs"]), engine)
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(engine.run)
+            await engine.wait_settled()
+            assert engine.state == "failed"
+            assert "pip install 'trio-mcp-supervisor[search]'" in engine.describe()
+            names, ranking = await found(CatalogSearch(view, nothing), "stage these two files")
+            assert ranking == "lexical"
+            assert "mcp__git__git_add" in names
+            nursery.cancel_scope.cancel()
