@@ -112,3 +112,13 @@ def fast_lane_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pyt
         )
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The conformance lane runs only when asked for by name (``-m conformance``): the README's command stays fast."""
+    if "conformance" in (config.option.markexpr or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("conformance") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
