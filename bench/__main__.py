@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from bench import big_listing, call_path, fleet, fleet_store, pins, reconnect, search, storm, views
+from bench import big_listing, call_path, fleet, fleet_store, pins, reconnect, retrieval, search, storm, views
 from bench.harness import box_speed, cores, versions
 
 BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
@@ -21,7 +21,8 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p4": storm.run,
     "p5": fleet_store.run,
     "p6": big_listing.run,
-    "p7": search.run,
+    "p7": retrieval.run,
+    "p7-lexical": search.run,
     "p8": views.run,
     "p9": pins.run,
 }

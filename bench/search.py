@@ -1,6 +1,6 @@
-"""p7: the search views' index, plain BM25 against tantivy and bm25s (issue 26).
+"""p7-lexical: the search views' index, plain BM25 against tantivy and bm25s (issue 26).
 
-``python -m bench.search`` (or ``python -m bench p7``). Two parts, one run:
+``python -m bench.search`` (or ``python -m bench p7-lexical``; ``p7`` is now ``bench.retrieval``). Two parts, one run:
 
 * **Speed, on 5,000 synthetic tools** (100 servers x 50, seeded: varied names in
   snake_case, camelCase, kebab-case, descriptions of 10-40 words, 1-5 described

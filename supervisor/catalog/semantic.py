@@ -27,7 +27,9 @@ Every library is imported inside ``load_embedder`` only: without the ``search``
 extra this module still imports (the sidecar's import time and RSS do not grow),
 and the loader raises ``SemanticUnavailable`` saying what to install.
 
-Concurrency: nothing here awaits. ``load_embedder`` and ``Embedder.embed`` are
+Concurrency: nothing here awaits. ``load_embedder`` caps numpy's BLAS at one
+thread (before numpy's first import), so a search never has BLAS threads
+competing with the trio loop for the cores. ``load_embedder`` and ``Embedder.embed`` are
 slow and blocking (file reads, numpy); ``catalog.semantic_engine`` runs them in a
 worker thread under its one-slot limiter, never on the trio loop. A
 ``VectorIndex`` is built whole and never changed (a rebuild is a new object
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -138,6 +141,11 @@ def load_embedder(model: str = DEFAULT_MODEL, path: str | None = None) -> Embedd
     missing = available(model)
     if missing is not None:
         raise SemanticUnavailable(missing)
+    # One BLAS thread: a query's matrix product is ~0.1 ms on one core, and OpenBLAS's own threads spinning
+    # beside the sidecar's loop on a busy 2-core box made it ~8 ms (bench p7). Effective only before numpy's
+    # first import, which in the sidecar is this loader's (nothing else imports numpy).
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
     if path is not None and not Path(path).expanduser().exists():
         raise SemanticUnavailable(f"the model path {path!r} does not exist")
     try:
