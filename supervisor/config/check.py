@@ -83,7 +83,8 @@ def _describe_search(settings: Settings) -> str:
         return "lexical only (semantic = false)"
     module = {"sentence-transformers": "sentence_transformers"}.get(search.model, search.model)
     if importlib.util.find_spec("numpy") is None or importlib.util.find_spec(module) is None:
-        return f"lexical only: {module} is not installed (pip install 'trio-mcp-supervisor[search]')"
+        install = "'trio-mcp-supervisor[search]'" if search.model == "wordllama" else search.model
+        return f"lexical only: {module} is not installed (pip install {install})"
     where = f", path {search.path}" if search.path else ""
     return f"lexical + semantic (model {search.model}{where}; loads in the background at run)"
 
