@@ -9,7 +9,8 @@ What it reports:
 
 * **Quality**: R@1, R@5 and MRR@5 for the lexical index alone (``catalog.search``, the
   sidecar's BM25), the semantic index alone (``catalog.semantic``) and the two fused
-  (``catalog.fusion``, what ``search_tools`` answers once the model is ready), overall, per
+  (``catalog.fusion.fuse``, what ``search_tools`` answers once the model is ready; and, to
+  compare, reciprocal-rank fusion, ``fusion.rrf``), overall, per
   kind and for the hard ones. The embedded text is the sidecar's (``embedding_text``), with
   no server description: the sidecar has none to give it today (``--about`` adds each
   server's ``instructions`` from its saved catalog, to see what they would add).
@@ -49,7 +50,7 @@ import trio
 
 from bench.harness import REPO_ROOT, percentile
 from bench.search import latency_queries, registry_of, synthetic_tools
-from supervisor.catalog.fusion import DEPTH, fuse
+from supervisor.catalog.fusion import DEPTH, Scored, fuse, rrf
 from supervisor.catalog.registry import RegisteredTool, Registry
 from supervisor.catalog.search import ToolIndex, describe
 from supervisor.catalog.semantic import Embedder, VectorIndex, embedding_text, load_embedder
@@ -127,16 +128,21 @@ class Rankers:
     def lexical(self, query: str) -> list[str]:
         return [match.entry.key for match in self.lexical_index.search(query, LIMIT)]
 
-    def _near(self, query: str) -> list[RegisteredTool]:
+    def _near(self, query: str) -> list[Scored]:
         assert self.model is not None and self.vectors is not None
-        return [entry for entry, _ in self.vectors.search(self.model.embed([query])[0], DEPTH)]
+        return self.vectors.search(self.model.embed([query])[0], DEPTH)
+
+    def _words(self, query: str) -> list[Scored]:
+        return [(match.entry, match.score) for match in self.lexical_index.search(query, DEPTH)]
 
     def semantic(self, query: str) -> list[str]:
-        return [entry.key for entry in self._near(query)[:LIMIT]]
+        return [entry.key for entry, _ in self._near(query)[:LIMIT]]
 
     def fused(self, query: str) -> list[str]:
-        words = [match.entry for match in self.lexical_index.search(query, DEPTH)]
-        return [entry.key for entry in fuse(words, self._near(query), LIMIT)]
+        return [entry.key for entry in fuse(self._words(query), self._near(query), LIMIT)]
+
+    def fused_rrf(self, query: str) -> list[str]:
+        return [entry.key for entry in rrf(self._words(query), self._near(query), LIMIT)]
 
 
 def latency_ms(ranker: Ranker, queries: Sequence[str], passes: int) -> tuple[float, float]:
@@ -262,6 +268,7 @@ async def run(
         "lexical": scores(rankers.lexical, asks),
         "semantic": scores(rankers.semantic, asks),
         "fused": scores(rankers.fused, asks),
+        "fused RRF": scores(rankers.fused_rrf, asks),
     }
     _print_quality(quality)
 

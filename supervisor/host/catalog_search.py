@@ -5,7 +5,7 @@ these two (``catalog.views.search_tools`` defines them):
 
 * ``search_tools(query, limit)`` answers from the view's BM25 index
   (``CatalogView.search_index``, rebuilt whole when the view's tools changed),
-  fused by reciprocal rank (``catalog.fusion``) with the semantic index
+  fused (``catalog.fusion``: normalized scores, equal weights) with the semantic index
   (``CatalogView.semantic_index``) once the embedding model is loaded and every
   tool of the view has its vector; until then, or without the ``search`` extra,
   from the BM25 index alone (issue 48): the best matches, each with its public
@@ -104,9 +104,9 @@ class CatalogSearch:
         vectors = view.semantic_index()
         if vectors is None or view.semantic is None:
             return lexical.search(query, limit), "lexical"
-        words = [match.entry for match in lexical.search(query, DEPTH)]
+        words = lexical.search(query, DEPTH)
         meaning = await view.semantic.embed_query(query)
         if meaning is None:
-            return [Match(entry, 0.0) for entry in words[:limit]], "lexical"
-        near = [entry for entry, _ in vectors.search(meaning, DEPTH)]
-        return [Match(entry, 0.0) for entry in fuse(words, near, limit)], "fused"
+            return words[:limit], "lexical"
+        scored = [(match.entry, match.score) for match in words]
+        return [Match(entry, 0.0) for entry in fuse(scored, vectors.search(meaning, DEPTH), limit)], "fused"

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from supervisor.catalog import semantic
-from supervisor.catalog.fusion import fuse
+from supervisor.catalog.fusion import fuse, rrf
 from supervisor.catalog.registry import Registry
 from supervisor.catalog.semantic import Embedder, SemanticUnavailable, embedding_text, load_embedder
 from supervisor.catalog.semantic_engine import SemanticConfig, SemanticEngine
@@ -30,16 +30,16 @@ from supervisor.host.catalog_search import CatalogSearch
 CATALOGS: Final = Path(__file__).parents[2] / "bench" / "catalogs"
 BOUND_SEC: Final = 60.0
 FOUND_ONLY_BY_WORDS: Final = {
-    "show me the last commits": "mcp__git__git_log",
     "stage these two files": "mcp__git__git_add",
-    "leave a comment on a notion page": "mcp__notion__API-create-a-comment",
+    "cut release 2.4.0 in jira": "mcp__atlassian__jira_create_version",
+    "find a notion page by its title": "mcp__notion__API-post-search",
 }
 """Requests whose tool BM25 ranks in the first five and the embedding alone does not (measured)."""
 FOUND_ONLY_BY_MEANING: Final = {
     "open a bug report on the project's repo": "mcp__github__create_issue",
     "what's in this folder": "mcp__fs__list_directory",
-    "how big is this file and when was it last changed": "mcp__fs__get_file_info",
     "hit the Enter key": "mcp__playwright__browser_press_key",
+    "give that message a thumbs up": "mcp__slack__slack_add_reaction",
 }
 """Requests whose tool the embedding ranks in the first five and BM25 does not (measured)."""
 
@@ -113,10 +113,12 @@ def test_the_embedded_text_holds_the_server_the_name_in_words_the_description_an
     assert "repo path" in text
 
 
-def test_fusion_ranks_by_reciprocal_rank_and_breaks_ties_for_the_lexical_ranking() -> None:
+def test_fusion_adds_the_normalized_scores_and_breaks_ties_for_the_lexical_ranking() -> None:
     a, b, c = saved_registry(["time"]).tool_entries()[0], *saved_registry(["fetch", "thinking"]).tool_entries()
-    assert [e.key for e in fuse([a, b], [c, b], 3)] == [b.key, a.key, c.key]
-    assert [e.key for e in fuse([a], [c], 2)] == [a.key, c.key]
+    # b: half of the best BM25 and the best cosine (0.25 + 0.5); a: the best BM25 alone (0.5); c: the lowest cosine.
+    assert [e.key for e in fuse([(a, 8.0), (b, 4.0)], [(b, 0.9), (c, 0.1)], 3)] == [b.key, a.key, c.key]
+    assert [e.key for e in fuse([(a, 2.0)], [(c, 0.7)], 2)] == [a.key, c.key], "a tie goes to the words"
+    assert [e.key for e in rrf([(a, 8.0), (b, 4.0)], [(b, 0.9), (c, 0.1)], 3)] == [b.key, a.key, c.key]
 
 
 @pytest.fixture(scope="module")
