@@ -107,6 +107,7 @@ def check_table(title: str, scenarios: list[str], outcomes: dict[str, dict[str, 
                 seen = {check for check, _ in outcome.checks}
                 for check in sorted(passed_alone & (bad | (passed_alone - seen))):
                     losses.append(f"{check} ({column})")
-        lost += [f"{scenario}: {loss}" for loss in losses]
+                    said = next((text for text in outcome.failed if text.startswith(f"{check}:")), "not reached")
+                    lost.append(f"{scenario}: {check} ({column}): {said}")
         lines.append(f"| {scenario} | {' | '.join(cells)} | {', '.join(losses)} |")
     return "\n".join([*lines, ""]), lost
