@@ -10,7 +10,8 @@ What it reports:
 * **Quality**: R@1, R@5 and MRR@5 for the lexical index alone (``catalog.search``, the
   sidecar's BM25), the semantic index alone (``catalog.semantic``) and the two fused
   (``catalog.fusion.fuse``, what ``search_tools`` answers once the model is ready; and, to
-  compare, reciprocal-rank fusion, ``fusion.rrf``), overall, per
+  compare, reciprocal-rank fusion, ``fusion.rrf``, and progressive disclosure, the best
+  server first and then its tools: ``Rankers.server_first``), overall, per
   kind and for the hard ones. The embedded text is the sidecar's (``embedding_text``), with
   no server description: the sidecar has none to give it today (``--about`` adds each
   server's ``instructions`` from its saved catalog, to see what they would add).
@@ -121,6 +122,9 @@ class Rankers:
     def __init__(self, entries: Sequence[RegisteredTool], model: Embedder | None, about: dict[str, str]) -> None:
         self.lexical_index = ToolIndex(entries)
         self.model = model
+        self._entries = list(entries)
+        self._about = about
+        self._per_server: dict[str, Rankers] = {}
         self.vectors: VectorIndex | None = None
         if model is not None:
             self.vectors = VectorIndex(entries, model.embed([embedding_text(entry, about) for entry in entries]))
@@ -143,6 +147,20 @@ class Rankers:
 
     def fused_rrf(self, query: str) -> list[str]:
         return [entry.key for entry in rrf(self._words(query), self._near(query), LIMIT)]
+
+    def server_first(self, query: str) -> list[str]:
+        """Progressive disclosure, as a model would use it: pick the server of the best fused match, search in it.
+
+        Issue 48's option 2 (``search_tools`` answering with servers, then a ``server`` filter), simulated with
+        the best possible first step a ranking can give: the server of the top fused tool.
+        """
+        ranked = fuse(self._words(query), self._near(query), 1)
+        if not ranked:
+            return []
+        owner = ranked[0].owner
+        if owner not in self._per_server:
+            self._per_server[owner] = Rankers([e for e in self._entries if e.owner == owner], self.model, self._about)
+        return self._per_server[owner].fused(query)
 
 
 def latency_ms(ranker: Ranker, queries: Sequence[str], passes: int) -> tuple[float, float]:
@@ -269,6 +287,7 @@ async def run(
         "semantic": scores(rankers.semantic, asks),
         "fused": scores(rankers.fused, asks),
         "fused RRF": scores(rankers.fused_rrf, asks),
+        "srv first": scores(rankers.server_first, asks),
     }
     _print_quality(quality)
 

@@ -21,10 +21,13 @@ definition has a new text and so a new key.
 Concurrency invariants:
 
 * ``run`` signals ``started`` at once: the sidecar's start-up never waits for the
-  model. Loading, embedding and the cache file's reads and writes run in worker
-  threads (``trio.to_thread.run_sync``) under one ``CapacityLimiter(1)``, so at most
-  one thread works for the engine at a time and a query's embedding waits for at
-  most one batch (``BATCH`` texts) of a bulk embedding.
+  model, and its shutdown does not either: loading and bulk embedding are abandoned
+  on cancel (``abandon_on_cancel``; the thread ends on its own, its result unused,
+  and the vectors' file is only ever replaced whole).
+* Loading, embedding and the cache file's reads and writes run in worker threads
+  (``trio.to_thread.run_sync``) under one ``CapacityLimiter(1)``, so at most one
+  thread works for the engine at a time and a query's embedding waits for at most
+  one batch (``BATCH`` texts) of a bulk embedding.
 * ``index_for`` is synchronous and never waits: it answers an index built from
   the vectors it has, or None (and asks ``run`` for the missing ones by setting
   ``_wanted``); the state it changes is changed with no ``await`` in between.
@@ -150,7 +153,9 @@ class SemanticEngine:
             return
         config = self._config
         try:
-            embedder = await trio.to_thread.run_sync(self._loader, config.model, config.path, limiter=self._limiter)
+            embedder = await trio.to_thread.run_sync(
+                self._loader, config.model, config.path, limiter=self._limiter, abandon_on_cancel=True
+            )
         except SemanticUnavailable as exc:
             self._state, self._reason = "failed", str(exc)
             logger.warning("search: %s; search_tools answers from the lexical index only", exc)
@@ -173,7 +178,7 @@ class SemanticEngine:
     async def _embed_wanted(self, embedder: Embedder) -> None:
         keys = list(self._wanted)[:BATCH]
         texts = [self._wanted[key] for key in keys]
-        rows = await trio.to_thread.run_sync(embedder.embed, texts, limiter=self._limiter)
+        rows = await trio.to_thread.run_sync(embedder.embed, texts, limiter=self._limiter, abandon_on_cancel=True)
         # One synchronous step: readers see the batch whole or not at all.
         for key, row in zip(keys, rows, strict=True):
             self._vectors[key] = row
