@@ -34,9 +34,7 @@ def test_check_says_search_is_lexical_when_semantic_is_off_and_when_no_view_sear
 
 def test_check_says_what_to_install_when_the_library_is_missing(tmp_path: Path) -> None:
     text = f'[supervisor.search]\nmodel = "model2vec"\npath = "{tmp_path}"\n' + SERVER + SEARCH_VIEW
-    assert _check_line(tmp_path, text) == (
-        "search = lexical only: model2vec is not installed (pip install model2vec)"
-    )
+    assert _check_line(tmp_path, text) == ("search = lexical only: model2vec is not installed (pip install model2vec)")
 
 
 def test_a_model_other_than_the_packaged_one_needs_a_path_and_nothing_is_downloaded(tmp_path: Path) -> None:
