@@ -7,7 +7,8 @@ the body, in this order:
 2. ``421`` / ``403`` for a ``Host`` / ``Origin`` that is not an allowed name
    (DNS-rebinding protection; local names always, plus the bound host);
 3. ``401`` without a matching ``Authorization: Bearer`` token (compared with
-   ``hmac.compare_digest``); the body says nothing about the catalog.
+   ``hmac.compare_digest``; the scheme in any case, as RFC 9110 11.1 has it);
+   the body says nothing about the catalog.
    ``token`` opens every path; each of ``scoped_tokens`` opens only its own
    paths (a view's), and gets ``403`` on any other, whether it exists or not;
 4. ``404`` outside the app's paths;
@@ -147,7 +148,7 @@ class HttpGuard:
             return 421, "Invalid Host header"
         if origin is not None and (urlsplit(origin.decode("latin-1")).hostname or "") not in self._names:
             return 403, "Invalid Origin header"
-        refused = self._authorize(authorization or b"", scope["path"])
+        refused = self._authorize(_as_bearer(authorization or b""), scope["path"])
         if refused is not None:
             return refused
         if scope["path"] not in self._paths:
@@ -221,6 +222,12 @@ class _DetachablePost:
 
 def _bearer(token: SecretStr) -> bytes:
     return f"Bearer {token.get_secret_value()}".encode()
+
+
+def _as_bearer(authorization: bytes) -> bytes:
+    """``authorization`` spelled as ``_bearer`` spells it: its scheme is case-insensitive (RFC 9110 11.1)."""
+    scheme, space, credentials = authorization.partition(b" ")
+    return b"Bearer " + credentials.lstrip(b" ") if space and scheme.lower() == b"bearer" else authorization
 
 
 async def _serve_lifespan(receive: Receive, send: Send) -> None:

@@ -86,3 +86,25 @@ def test_the_guard_reads_the_first_of_each_header_and_keeps_each_hosts_verdict()
     assert status((b"host", b"127.0.0.1"), (b"authorization", b"Bearer wrong"), admin) == 401  # the first token
     assert status((b"host", b"127.0.0.1"), (b"origin", b"http://evil.example"), admin) == 403
     assert status((b"host", b"127.0.0.1"), admin, (b"content-length", b"2048")) == 413
+
+
+@pytest.mark.parametrize(
+    ("authorization", "path", "status"),
+    [
+        (b"Bearer admin", "/mcp", None),
+        (b"bearer admin", "/mcp", None),
+        (b"BEARER  admin", "/mcp", None),  # 1*SP after the scheme (RFC 9110 11.4)
+        (b"bEaReR code-token", "/mcp/code", None),
+        (b"bearer code-token", "/mcp/docs", 403),
+        (b"bearer Admin", "/mcp", 401),  # the token itself is compared as it is
+        (b"bearer", "/mcp", 401),
+        (b"Basic admin", "/mcp", 401),
+        (b"bearerx admin", "/mcp", 401),
+    ],
+)
+def test_the_bearer_scheme_is_case_insensitive_and_the_token_is_not(
+    authorization: bytes, path: str, status: int | None
+) -> None:
+    headers = [(b"host", b"127.0.0.1:1"), (b"authorization", authorization)]
+    refused = _guard()._check({"type": "http", "method": "POST", "path": path, "headers": headers})
+    assert (refused[0] if refused else None) == status
