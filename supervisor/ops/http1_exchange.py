@@ -109,6 +109,8 @@ class Exchange:
         """Bytes left of the body (``Content-Length``) or of this chunk (``chunked``)."""
         self._body_done = not request.chunked and not request.length
         self._body_given = False
+        self._refused: Refused | None = None
+        """Why the body could not be read on (its chunk framing): the client's answer once the app gave up."""
         self._keep_alive = request.keep_alive
         self._continue_due = request.expect_continue
         self._status = 0
@@ -150,20 +152,28 @@ class Exchange:
         try:
             await self._connection.app(scope, self._receive, self._send)
         except Exception:
-            logger.exception("the HTTP front failed on %s %s", request.method, scope["path"])
+            if self._gone:  # it heard http.disconnect (the client left, or sent a body not framed) and gave up
+                logger.debug("the app gave up on %s %s", request.method, scope["path"], exc_info=True)
+            else:
+                logger.exception("the HTTP front failed on %s %s", request.method, scope["path"])
             if self._watcher is not None:
                 self._end_detached(hung_up=True)
-            elif not self._started:
-                await self._connection.send_all(refusal(500, "Internal Server Error"))
+            await self._refuse()
             return False
         if self._watcher is not None:
             if not await self._until_answered():
                 return False
         elif not self._complete:
-            if not self._started:  # the app answered nothing
-                await self._connection.send_all(refusal(500, "Internal Server Error"))
+            await self._refuse()  # the app answered nothing, or not all
             return False
         return self._keep_alive and not self._gone and await self._drain()
+
+    async def _refuse(self) -> None:
+        """Unless some of an answer was written: 400 (or so) for a body whose framing was refused, else 500."""
+        refused = self._refused
+        if not self._head_sent and (refused is not None or not self._gone):  # gone: nobody to answer
+            status, text = (500, "Internal Server Error") if refused is None else (refused.status, refused.text)
+            await self._connection.send_all(refusal(status, text))
 
     def detach(self, watcher: Watcher, silent_sec: float) -> SendNow:
         """The ``DETACH`` extension: the app returns before its answer is complete, which ``SendNow`` writes."""
@@ -226,7 +236,8 @@ class Exchange:
                 await self._write(_CONTINUE)
             try:
                 body = await self._body()
-            except (Ended, Refused):  # the end, or a chunk framing that is not one: the request cannot be read on
+            except (Ended, Refused) as exc:  # the end, or a chunk framing that is not one: it cannot be read on
+                self._refused = exc if isinstance(exc, Refused) else None
                 self._gone = True
                 return {"type": "http.disconnect"}
             return {"type": "http.request", "body": body, "more_body": not self._body_done}
@@ -278,7 +289,8 @@ class Exchange:
 
     async def _chunk_start(self) -> None:
         """Read a chunk's size line; past the last chunk, the trailers (skipped), and the body is done."""
-        size = (await self._line()).partition(b";")[0].strip()
+        size, extension, _ = (await self._line()).partition(b";")
+        size = size if extension else size.rstrip(b" \t")  # 1*HEXDIG, then an extension or spaces (RFC 9112 7.1)
         if not size or len(size) > 16 or size.strip(b"0123456789abcdefABCDEF"):
             raise Refused(400, "Not a chunk size")
         self._body_left = int(size, 16)

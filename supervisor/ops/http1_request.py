@@ -88,6 +88,7 @@ def _frame(request: Request) -> None:
     """Read the headers that frame the body and the connection into ``request``."""
     lengths: set[bytes] = set()
     codings: list[bytes] = []
+    hosts = 0
     for name, value in request.headers:
         if name == b"content-length":
             lengths.update(v.strip() for v in value.split(b","))
@@ -96,10 +97,14 @@ def _frame(request: Request) -> None:
         elif name == b"connection":
             if b"close" in (t.strip().lower() for t in value.split(b",")):
                 request.keep_alive = False
+        elif name == b"host":
+            hosts += 1
         elif name == b"expect":
             if value.lower() != b"100-continue":
                 raise Refused(417, "Only 100-continue is expected here")
             request.expect_continue = not request.http10
+    if hosts > 1 or not (hosts or request.http10):  # RFC 9112 3.2: a server MUST answer 400
+        raise Refused(400, "Not one Host header field")
     if codings:
         if lengths or request.http10:
             raise Refused(400, "Transfer-Encoding with Content-Length, or in HTTP/1.0")
