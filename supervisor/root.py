@@ -196,6 +196,10 @@ class Supervisor:
             SemanticConfig(enabled=search.semantic, model=search.model, path=search.path),
             store_dir(settings.supervisor.token_store),
         )
+        if self.cache.fleet is not None:
+            from supervisor.fleet.vectors import FleetVectors  # noqa: PLC0415 - only a Redis fleet loads coredis
+
+            engine.shared = FleetVectors(self.cache.fleet.store)
         searching = [view for view in self.views.values() if view.search]
         if not searching:
             engine.disable("no search view")

@@ -18,6 +18,11 @@ renamed). A reconnect or restart that lists the same definitions finds every
 vector and embeds nothing (``embedded`` counts what was embedded); a changed
 definition has a new text and so a new key.
 
+With the fleet store (``[supervisor.catalog_store] backend = "redis"``) the
+Supervisor gives the engine ``shared`` (``fleet.vectors.FleetVectors``): a batch
+asks the fleet first and embeds only what no sidecar has embedded, then shares
+what it embedded. A store that is down costs one bounded call and is skipped.
+
 Concurrency invariants:
 
 * ``run`` signals ``started`` at once: the sidecar's start-up never waits for the
@@ -37,13 +42,14 @@ Concurrency invariants:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import trio
 
@@ -57,6 +63,7 @@ from supervisor.catalog.semantic import (
     load_embedder,
     text_key,
 )
+from supervisor.errors import CatalogStoreUnavailable
 
 if TYPE_CHECKING:
     from supervisor.catalog.semantic import Vectors
@@ -68,6 +75,14 @@ BATCH: Final = 256
 """Texts per worker-thread call of a bulk embedding (a query waits for at most one)."""
 CACHE_MAX: Final = 100_000
 """Vectors kept per model, in memory and in the file (~100 MB at 256-d); past it the oldest unused go."""
+
+
+class SharedVectors(Protocol):
+    """Vectors shared by a fleet of sidecars, by text key (``fleet.vectors.FleetVectors``)."""
+
+    async def load(self, model_id: str, keys: Sequence[str]) -> Mapping[str, str]: ...
+
+    async def save(self, model_id: str, vectors: Mapping[str, str]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +127,10 @@ class SemanticEngine:
         """Per view: the version its keys and texts were made for, the keys, the texts."""
         self.embedded = 0
         """Tools embedded since start (a restart over a cached catalog leaves it at 0)."""
+        self.reused = 0
+        """Tools whose vector came from the fleet (``shared``) instead of the model."""
+        self.shared: SharedVectors | None = None
+        """The fleet's vectors, if any (set by the Supervisor with the Redis catalog store)."""
         self.about: Mapping[str, str] = {}
         """What each server does (its description), added to its tools' texts."""
 
@@ -177,13 +196,20 @@ class SemanticEngine:
 
     async def _embed_wanted(self, embedder: Embedder) -> None:
         keys = list(self._wanted)[:BATCH]
-        texts = [self._wanted[key] for key in keys]
-        rows = await trio.to_thread.run_sync(embedder.embed, texts, limiter=self._limiter, abandon_on_cancel=True)
+        reused = await self._from_fleet(embedder.model_id, keys)
+        todo = [key for key in keys if key not in reused]
+        rows: Vectors | list[Vectors] = []
+        if todo:
+            texts = [self._wanted[key] for key in todo]
+            rows = await trio.to_thread.run_sync(embedder.embed, texts, limiter=self._limiter, abandon_on_cancel=True)
         # One synchronous step: readers see the batch whole or not at all.
-        for key, row in zip(keys, rows, strict=True):
+        for key, row in [*reused.items(), *zip(todo, rows, strict=True)]:
             self._vectors[key] = row
             self._wanted.pop(key, None)
-        self.embedded += len(keys)
+        self.embedded += len(todo)
+        self.reused += len(reused)
+        if todo:
+            await self._to_fleet(embedder.model_id, dict(zip(todo, rows, strict=True)))
         if not self._wanted:
             self._trim()
             snapshot = dict(self._vectors)
@@ -223,6 +249,34 @@ class SemanticEngine:
         rows = await trio.to_thread.run_sync(embedder.embed, [query], limiter=self._limiter)
         vector: Vectors = rows[0]
         return vector
+
+    # -- the fleet's vectors (bounded calls; a store that is down is skipped) -----------------------
+
+    async def _from_fleet(self, model_id: str, keys: list[str]) -> dict[str, Vectors]:
+        if self.shared is None:
+            return {}
+        import numpy as np  # noqa: PLC0415 - ready means the extra is there
+
+        try:
+            stored = await self.shared.load(model_id, keys)
+        except CatalogStoreUnavailable as exc:
+            logger.debug("search: fleet vectors unavailable (%s); embedding here", exc)
+            return {}
+        found: dict[str, Vectors] = {}
+        for key, text in stored.items():
+            row = np.frombuffer(base64.b64decode(text), dtype=np.float32)
+            if row.size:  # a value that is not a vector is embedded again
+                found[key] = row
+        return found
+
+    async def _to_fleet(self, model_id: str, rows: dict[str, Vectors]) -> None:
+        if self.shared is None:
+            return
+        encoded = {key: base64.b64encode(row.astype("float32").tobytes()).decode() for key, row in rows.items()}
+        try:
+            await self.shared.save(model_id, encoded)
+        except CatalogStoreUnavailable as exc:
+            logger.debug("search: could not share %d vectors with the fleet (%s)", len(encoded), exc)
 
     # -- the vectors' file (worker threads only) -----------------------------------------------
 
@@ -269,4 +323,4 @@ class SemanticEngine:
             del self._vectors[key]
 
 
-__all__ = ["BATCH", "SemanticConfig", "SemanticEngine", "State"]
+__all__ = ["BATCH", "SemanticConfig", "SemanticEngine", "SharedVectors", "State"]
