@@ -34,8 +34,10 @@ Concurrency invariants:
   thread works for the engine at a time and a query's embedding waits for at most
   one batch (``BATCH`` texts) of a bulk embedding.
 * ``index_for`` is synchronous and never waits: it answers an index built from
-  the vectors it has, or None (and asks ``run`` for the missing ones by setting
-  ``_wanted``); the state it changes is changed with no ``await`` in between.
+  the vectors it has, or None, and asks ``run`` for what is missing: a view's
+  texts and keys (``_to_read``, made in a worker thread once per catalog change)
+  or vectors (``_wanted``); the state it changes is changed with no ``await`` in
+  between. Only stacking the view's vectors into one matrix runs on the loop.
 * Only ``run`` writes ``_vectors``; it adds a batch in one synchronous step after
   its thread returns, so a reader on the loop never sees half a batch.
 """
@@ -125,6 +127,8 @@ class SemanticEngine:
         """Set (and replaced) whenever loading ends or a batch is added (``wait_settled``)."""
         self._views: dict[str, tuple[object, list[str], list[str]]] = {}
         """Per view: the version its keys and texts were made for, the keys, the texts."""
+        self._to_read: dict[str, tuple[object, list[RegisteredTool]]] = {}
+        """Views whose texts ``run`` is to make (in a worker thread): their version and tools."""
         self.embedded = 0
         """Tools embedded since start (a restart over a cached catalog leaves it at 0)."""
         self.reused = 0
@@ -162,7 +166,7 @@ class SemanticEngine:
 
     async def wait_settled(self) -> None:
         """Wait until the model is loaded (or failed) and every vector asked for is there (callers bound it)."""
-        while self._state == "loading" or (self._state == "ready" and self._wanted):
+        while self._state == "loading" or (self._state == "ready" and (self._wanted or self._to_read)):
             await self._progress.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -188,11 +192,31 @@ class SemanticEngine:
         self._moved()
         logger.info("search: %s loaded, %d vectors cached", embedder.model_id, len(self._vectors))
         while self._state == "ready":
-            if not self._wanted:
+            if self._to_read:
+                await self._read_texts(embedder)
+            elif self._wanted:
+                await self._embed_wanted(embedder)
+            else:
                 self._wake = trio.Event()
                 await self._wake.wait()
-                continue
-            await self._embed_wanted(embedder)
+
+    async def _read_texts(self, embedder: Embedder) -> None:
+        """Make one view's texts and keys in a worker thread (~40 ms for 5,000 tools: not on the loop)."""
+        view, (version, entries) = next(iter(self._to_read.items()))
+        about, model_id = dict(self.about), embedder.model_id
+
+        def read() -> tuple[list[str], list[str]]:
+            # Entries are immutable (a generation's definitions), so a thread may read them.
+            texts = [embedding_text(entry, about) for entry in entries]
+            return [text_key(model_id, text) for text in texts], texts
+
+        keys, texts = await trio.to_thread.run_sync(read, limiter=self._limiter, abandon_on_cancel=True)
+        # One synchronous step: the view's keys and what they lack are in place together.
+        if self._to_read.get(view, (None,))[0] == version:
+            del self._to_read[view]
+        self._views[view] = (version, keys, texts)
+        self._wanted.update({key: text for key, text in zip(keys, texts, strict=True) if key not in self._vectors})
+        self._moved()
 
     async def _embed_wanted(self, embedder: Embedder) -> None:
         keys = list(self._wanted)[:BATCH]
@@ -226,9 +250,9 @@ class SemanticEngine:
             return None
         held = self._views.get(view)
         if held is None or held[0] != version:
-            texts = [embedding_text(entry, self.about) for entry in entries]
-            held = (version, [text_key(embedder.model_id, text) for text in texts], texts)
-            self._views[view] = held
+            self._to_read[view] = (version, list(entries))
+            self._wake.set()
+            return None
         _, keys, texts = held
         vectors = self._vectors
         missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in vectors}
