@@ -238,6 +238,11 @@ class SemanticEngine:
             self._trim()
             snapshot = dict(self._vectors)
             await trio.to_thread.run_sync(self._write_file, embedder.model_id, snapshot, limiter=self._limiter)
+            logger.info(
+                "search: semantic index complete; %d tools embedded since start, %d taken from the fleet",
+                self.embedded,
+                self.reused,
+            )
         self._moved()
 
     def index_for(self, view: str, version: object, entries: Sequence[RegisteredTool]) -> VectorIndex | None:
