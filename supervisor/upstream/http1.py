@@ -17,12 +17,13 @@ only ``POST`` with a ``Content-Length``:
   user agent), its cookies when its jar holds any, then the request's; no
   ``Accept-Encoding``, so the answer comes uncompressed (a server that encodes
   it anyway with gzip or deflate is decoded);
-* the answer's head (a status line and headers, at most ``MAX_HEAD_BYTES``),
-  skipping interim ``1xx`` answers; its body framed by ``Transfer-Encoding:
-  chunked``, a ``Content-Length``, or the connection's end (which is then not
-  reused); a ``Set-Cookie`` goes to the client's jar, as httpx would keep it;
+* the answer, parsed and framed by h11 (``upstream.http1_answer``): its head
+  (at most ``MAX_HEAD_BYTES``), interim ``1xx`` answers skipped, its body framed
+  by ``Transfer-Encoding: chunked``, a ``Content-Length``, or the connection's
+  end (which is then not reused); a ``Set-Cookie`` goes to the client's jar, as
+  httpx would keep it;
 * a connection is reused only once its answer was read to the end, nothing
-  came after it, and neither side asked to close; an idle one older than
+  came after it, and neither side asked to close (h11's states); an idle one older than
   ``KEEP_ALIVE_SEC`` (servers' own limits are 5 s and up) or one that turned
   readable while idle (the server closed it) is closed instead of reused;
 * a redirect is not followed here: the answer says so (``Answer.redirected``),
@@ -129,13 +130,14 @@ class Http1Pool:
             connection = self._take_idle() or await self._connect()
             answer: Answer | None = None
             try:
-                await connection.send(head + body)
+                await connection.send_request(head + body)
                 answer = await Answer.read(connection)
                 if answer.set_cookies:
                     self._keep_cookies(answer)
                 yield answer
             finally:
-                if answer is not None and answer.reusable and not self._closed and len(self._idle) < MAX_IDLE:
+                kept = answer is not None and answer.done and not self._closed and len(self._idle) < MAX_IDLE
+                if kept and connection.next_cycle():
                     connection.idle_since = trio.current_time()
                     self._idle.append(connection)
                 else:
