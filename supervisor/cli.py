@@ -410,6 +410,8 @@ def format_status_table(document: dict[str, Any]) -> str:
             lines.append(f"{server['name']}: pins {pin_state}: {', '.join(keys)}")
     state = "ready" if document.get("ready") else "starting"
     lines.append(f"{state}; {document.get('catalog_tools', 0)} tools in the catalog")
+    if isinstance(search := document.get("search"), str):
+        lines.append(f"search: {search}")
     store = document.get("catalog_store")
     if isinstance(store, dict):
         lines.append(

@@ -379,6 +379,10 @@ class Supervisor:
             return None
         return prompt, actor
 
+    def search_status(self) -> str:
+        """The search views' index: semantic and fused, loading, or lexical only and why (``/status``, ``status``)."""
+        return self.semantic.describe()
+
     def statuses(self) -> list[ServerStatus]:
         """Every configured server's status, in configuration order (``stopping`` during a reload's stop)."""
         statuses: list[ServerStatus] = []

@@ -59,6 +59,8 @@ class Observed(Protocol):
 
     def statuses(self) -> list[ServerStatus]: ...
 
+    def search_status(self) -> str: ...
+
 
 class AdminEndpoint:
     """The admin HTTP server of one Supervisor."""
@@ -146,5 +148,6 @@ def status_document(supervisor: Observed) -> dict[str, Any]:
         "ready": not pending,
         "catalog_tools": len(supervisor.registry),
         "catalog_store": supervisor.cache.store_status(),
+        "search": supervisor.search_status(),
         "servers": servers,
     }

@@ -84,6 +84,7 @@ async def test_status_follows_a_crash_through_reconnecting_back_to_ready(tmp_pat
             assert fx["last_sync_reason"] == "initial"
             assert fx["last_error"] is None
             assert fx["catalog_cache"] == {"entries": 1, "hits": 0, "misses": 0}
+            assert doc["search"].startswith("lexical only: "), doc["search"]  # no search view: no model loaded
             await host.call("mcp__fx__crash")
             # (state, generation) as polled; generation 1 may still read "ready" while its
             # dead child is being reaped, before the actor records the outage.
@@ -106,6 +107,7 @@ async def test_status_follows_a_crash_through_reconnecting_back_to_ready(tmp_pat
             assert "SERVER" in result.stdout
             assert "fx" in result.stdout
             assert "ready" in result.stdout
+            assert "\nsearch: lexical only: " in result.stdout
             refused = await run_cli("status", "--admin-url", base, *STATUS_TIMEOUT, env={"MCP_SUPERVISOR_TOKEN": "x"})
             assert refused.code == 1
             assert "401" in refused.stderr
