@@ -1,8 +1,9 @@
 """One request and its answer on the HTTP front's server (``ops.http1_server``): the app's ``receive`` and ``send``.
 
 ``Exchange`` runs the ASGI app on one parsed request (``ops.http1_request``):
-``receive`` reads the body as the app asks for it, ``send`` frames the answer
-(the server's rules are in ``ops.http1_server``'s docstring).
+``receive`` reads the body as the app asks for it (a chunked one framed by an
+``h11.Connection``), ``send`` frames the answer (the server's rules are in
+``ops.http1_server``'s docstring).
 
 **A detached answer** (``DETACH``, an extension in ``scope["extensions"]``). An
 app whose answer another task will write (the wire splice's: the upstream's
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import unquote
 
+import h11
 import trio
 
 from supervisor.ops.http1_request import PHRASES, Refused, Request, date_header, refusal
@@ -106,8 +108,13 @@ class Exchange:
         self._connection = connection
         self._request = request
         self._body_left = request.length
-        """Bytes left of the body (``Content-Length``) or of this chunk (``chunked``)."""
+        """Bytes left of a ``Content-Length`` body."""
         self._body_done = not request.chunked and not request.length
+        self._chunks: h11.Connection | None = None
+        """A chunked body's framing, h11's: fed the head, then the body's bytes as they come."""
+        if request.chunked:
+            self._chunks = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+            self._chunks.receive_data(request.head + b"\r\n\r\n")
         self._body_given = False
         self._refused: Refused | None = None
         """Why the body could not be read on (its chunk framing): the client's answer once the app gave up."""
@@ -127,8 +134,7 @@ class Exchange:
         """The connection task's read while the answer is due (``receive``'s, or a detached answer's)."""
         self._watcher: Watcher | None = None
         self._silent_sec = 0.0
-        self._ended = False
-        self._parked = False
+        self._ended = self._parked = False
 
     async def run(self) -> bool:
         """Run the app on the request; whether the connection may serve another."""
@@ -267,47 +273,37 @@ class Exchange:
 
     async def _body(self) -> bytes:
         """The next bytes of the body (``b""`` at the end of a chunked one)."""
-        connection = self._connection
-        buffer = connection.buffer
-        if self._request.chunked and not self._body_left:
-            await self._chunk_start()
-            if self._body_done:
-                return b""
+        buffer = self._connection.buffer
+        if self._chunks is not None:
+            return await self._chunk(self._chunks, buffer)
         if not buffer:
-            await connection.fill()
+            await self._connection.fill()
         take = min(self._body_left, len(buffer))
         data = bytes(buffer[:take])
         del buffer[:take]
         self._body_left -= take
-        if not self._body_left:
-            if self._request.chunked:
-                if await self._line():
-                    raise Refused(400, "A chunk longer than its size")
-            else:
-                self._body_done = True
+        self._body_done = not self._body_left
         return data
 
-    async def _chunk_start(self) -> None:
-        """Read a chunk's size line; past the last chunk, the trailers (skipped), and the body is done."""
-        size, extension, _ = (await self._line()).partition(b";")
-        size = size if extension else size.rstrip(b" \t")  # 1*HEXDIG, then an extension or spaces (RFC 9112 7.1)
-        if not size or len(size) > 16 or size.strip(b"0123456789abcdefABCDEF"):
-            raise Refused(400, "Not a chunk size")
-        self._body_left = int(size, 16)
-        if not self._body_left:
-            while await self._line():
-                pass
-            self._body_done = True
-
-    async def _line(self) -> bytes:
-        connection = self._connection
-        while (end := connection.buffer.find(b"\r\n")) < 0:
-            if len(connection.buffer) > MAX_HEAD_BYTES:
-                raise Refused(400, "A chunk line beyond the head limit")
-            await connection.fill()
-        line = bytes(connection.buffer[:end])
-        del connection.buffer[: end + 2]
-        return line
+    async def _chunk(self, chunks: h11.Connection, buffer: bytearray) -> bytes:
+        """The next bytes of a chunked body, framed by h11 (its trailers checked and dropped); ``Refused`` as h11
+        refuses them. h11 is not on the way of a ``Content-Length`` body: it cost a third more CPU per call."""
+        while True:
+            try:
+                event = chunks.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise Refused(exc.error_status_hint, str(exc)) from exc
+            if type(event) is h11.Data:
+                return bytes(event.data)
+            if type(event) is h11.EndOfMessage:
+                self._body_done = True
+                buffer[:0] = chunks.trailing_data[0]  # what came after the body (a next request) is the connection's
+                return b""
+            if event is h11.NEED_DATA:  # (else the h11.Request of the head it was fed first)
+                if not buffer:
+                    await self._connection.fill()
+                chunks.receive_data(bytes(buffer))
+                buffer.clear()
 
     async def _drain(self) -> bool:
         """Read off what is left of the body the app did not read; whether the connection can go on."""

@@ -38,9 +38,11 @@ class Refused(Exception):
 class Request:
     """A request's head, parsed: what the ASGI scope says, and how its body is framed."""
 
-    __slots__ = ("chunked", "expect_continue", "headers", "http10", "keep_alive", "length", "method", "target")
+    __slots__ = ("chunked", "expect_continue", "head", "headers", "http10", "keep_alive", "length", "method", "target")
 
     def __init__(self, method: str, target: bytes, http10: bool, headers: list[tuple[bytes, bytes]]) -> None:
+        self.head = b""
+        """The head's bytes, kept for a chunked body's framing (``ops.http1_exchange``: h11's)."""
         self.method = method
         self.target = target
         self.http10 = http10
@@ -81,6 +83,8 @@ def parse_head(head: bytes) -> Request:
         headers.append((lowered, value.strip(b" \t")))
     request = Request(method.decode("ascii"), target, version == b"HTTP/1.0", headers)
     _frame(request)
+    if request.chunked:
+        request.head = head
     return request
 
 

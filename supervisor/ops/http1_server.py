@@ -19,8 +19,8 @@ sends, with the limits hypercorn applied:
   exactly one ``Host`` (RFC 9112 3.2), and any transfer coding but ``chunked``
   (501); a body whose chunks are not framed (a size such as ``+ea``) gets its
   400 once the app gave up on it, with no traceback;
-* the body as the app reads it, framed by ``Content-Length`` or ``chunked``
-  (extensions and trailers skipped); ``Expect: 100-continue`` answered when the
+* the body as the app reads it, framed by ``Content-Length``, or by h11 when
+  ``chunked`` (extensions and trailers checked and dropped); ``Expect: 100-continue`` answered when the
   app first reads; a body the app left unread is read off (up to
   ``MAX_DRAIN_BYTES``) so the connection can serve the next request, or the
   connection is closed;
@@ -32,9 +32,10 @@ sends, with the limits hypercorn applied:
   ``Content-Length`` (the client could not tell where the next one starts);
   ``Date`` added.
 
-Why not h11: on the same design, h11 parsing and framing cost about 30% more
-CPU per call on the ``httpfront`` pair (issue 47). The framing here is h11's
-all the same, input by input: ``tests/ops/test_http1_differential.py`` feeds the
+Why not h11 throughout: on the same design, h11 parsing and framing cost about
+30% more CPU per call on the ``httpfront`` pair (issue 47); hosts send
+``Content-Length`` bodies, so only chunked ones take it. The framing here is
+h11's all the same, input by input: ``tests/ops/test_http1_differential.py`` feeds the
 same bytes (valid, edge-case, hostile, pipelined) to this server and to h11,
 and every answer kind to both, and fails on any difference it does not list.
 
