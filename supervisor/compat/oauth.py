@@ -40,7 +40,7 @@ Issues 30 and 46, on the context's public ``prepare_token_auth`` and ``can_refre
 
 * **The client authenticates the way the authorization server says.** The SDK
   sends a secret the way the client record names (``token_endpoint_auth_method``).
-  ``_TokenAuthContext.prepare_token_auth`` decides the method at every token
+  ``compat.oauth_context.TokenAuthContext.prepare_token_auth`` decides the method at every token
   request instead, from one table (``compat.oauth_methods.token_auth_method``):
   a dynamically registered client the way its registration response named (a
   public client stays public when a server hands it a secret anyway); a
@@ -80,22 +80,13 @@ from typing import Final
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
-from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match, union_scopes
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
-from supervisor.compat.oauth_methods import (
-    SPEC_DEFAULT_METHOD,
-    ClientOrigin,
-    NoUsableMethodOffered,
-    SecretMethod,
-    needs_metadata,
-    token_auth_method,
-)
+from supervisor.compat.oauth_context import EarlyRefreshContext, TokenAuthContext
+from supervisor.compat.oauth_methods import SPEC_DEFAULT_METHOD, NoUsableMethodOffered, SecretMethod
 
-MAX_REFRESH_MARGIN_SEC: Final = 60.0
-REFRESH_MARGIN_FRACTION: Final = 0.25
 MAX_AUTHORIZATIONS_PER_STEP_UP: Final = 3
 """How many authorizations one scope step-up may cost before the sidecar stops asking (issue 13)."""
 ISSUER_ERRORS: Final = (
@@ -105,11 +96,6 @@ ISSUER_ERRORS: Final = (
     "No authorization server metadata discovered for configured issuer",
 )
 """The SDK's issuer-check messages (``mcp.client.auth.utils`` and the client-credentials extension)."""
-
-
-def refresh_margin_sec(expires_in: int) -> float:
-    """How long before expiry a token is refreshed: a quarter of its lifetime, at most a minute."""
-    return min(MAX_REFRESH_MARGIN_SEC, max(0.0, expires_in * REFRESH_MARGIN_FRACTION))
 
 
 class LoginRequired(OAuthFlowError):
@@ -237,68 +223,6 @@ def _challenged(response: httpx2.Response) -> bool:
     )
 
 
-class _TokenAuthContext(OAuthContext):
-    """The SDK's context; the token-endpoint method comes from one table (``token_auth_method``, issues 30, 46).
-
-    At every token request the method is decided from the record's origin, what
-    its registration named, the setting and the metadata known then, and put on
-    a copy of the record for that request only: the stored record stays as the
-    authorization server (or the settings) made it. A record whose decision
-    waits for the metadata does not refresh before it is known.
-    """
-
-    configured_client_id: str | None = None
-    """The client id the settings name (pre-registered, ``client_credentials``); None: dynamic registration."""
-    secret_setting: SecretMethod = "auto"
-    """``oauth.token_endpoint_auth_method``: how a configured client's secret is sent."""
-
-    def _origin(self, client: OAuthClientInformationFull) -> ClientOrigin:
-        # CIMD: the metadata document's URL is the client id, and it is the settings' own.
-        configured = client.client_id is not None and client.client_id in (
-            self.configured_client_id,
-            self.client_metadata_url,
-        )
-        return "configured" if configured else "registered"
-
-    def can_refresh_token(self) -> bool:
-        client = self.client_info
-        # Undecided without the metadata, a secret waits for it: the SDK's flow then sends the request without the
-        # expired token, discovers on the 401, and the (headless) refresh asks again once it knows.
-        waits = (
-            client is not None
-            and self.oauth_metadata is None
-            and needs_metadata(
-                self._origin(client),
-                registered=client.token_endpoint_auth_method,
-                setting=self.secret_setting,
-                has_secret=bool(client.client_secret),
-            )
-        )
-        return super().can_refresh_token() and not waits
-
-    def prepare_token_auth(
-        self, data: dict[str, str], headers: dict[str, str] | None = None
-    ) -> tuple[dict[str, str], dict[str, str]]:
-        client = self.client_info
-        if client is None:
-            return super().prepare_token_auth(data, headers)
-        method = token_auth_method(
-            self._origin(client),
-            registered=client.token_endpoint_auth_method,
-            setting=self.secret_setting,
-            has_secret=bool(client.client_secret),
-            offered=self.oauth_metadata.token_endpoint_auth_methods_supported if self.oauth_metadata else None,
-        )
-        if method == client.token_endpoint_auth_method:
-            return super().prepare_token_auth(data, headers)
-        # For this request only (no await in between): each token request decides from the metadata known then.
-        self.client_info = client.model_copy(update={"token_endpoint_auth_method": method})
-        try:
-            return super().prepare_token_auth(data, headers)
-        finally:
-            self.client_info = client
-
-
 class CappedClientCredentialsProvider(StepUpAwareProvider, ClientCredentialsOAuthProvider):
     """The SDK's client-credentials provider; a step-up re-authorizes by itself, at most 3 times (issue 13).
 
@@ -322,7 +246,7 @@ class CappedClientCredentialsProvider(StepUpAwareProvider, ClientCredentialsOAut
             server_url, storage, client_id, client_secret, token_endpoint_auth_method=forced, scope=scope, issuer=issuer
         )
         sdk = self.context
-        self.context = _TokenAuthContext(
+        self.context = TokenAuthContext(
             server_url=sdk.server_url,
             client_metadata=sdk.client_metadata,
             storage=sdk.storage,
@@ -346,13 +270,6 @@ class CappedPrivateKeyJWTProvider(StepUpAwareProvider, PrivateKeyJWTOAuthProvide
         if self.step_up_scope is not None:
             self._count_step_up()
         return await super()._perform_authorization()
-
-
-class _EarlyRefreshContext(_TokenAuthContext):
-    def update_token_expiry(self, token: OAuthToken) -> None:
-        super().update_token_expiry(token)
-        if self.token_expiry_time is not None and token.expires_in is not None:
-            self.token_expiry_time -= refresh_margin_sec(int(token.expires_in))
 
 
 def _fingerprint(secret: str) -> str:
@@ -379,7 +296,7 @@ class SupervisorOAuthProvider(StepUpAwareProvider, OAuthClientProvider):
         secret_setting: SecretMethod = "auto",
     ) -> None:
         super().__init__(server_url, client_metadata, storage, redirect_handler, callback_handler, client_metadata_url)
-        self.context = _EarlyRefreshContext(
+        self.context = EarlyRefreshContext(
             server_url=server_url,
             client_metadata=client_metadata,
             storage=storage,

@@ -1,6 +1,6 @@
 """How a client authenticates at the token endpoint: the one decision, and its table (issues 30, 46).
 
-Split from ``compat.oauth`` (whose ``_TokenAuthContext`` asks it at every token
+Split from ``compat.oauth`` (whose ``compat.oauth_context.TokenAuthContext`` asks it at every token
 request) because it is a rule, not a hook: pure, and tested by its table.
 
 Where the answer comes from depends on where the client record came from:

@@ -26,7 +26,8 @@ from mcp.shared.auth import OAuthToken
 from supervisor.auth.oauth import TOKEN_POLL_SEC, client_metadata, needs_login_message
 from supervisor.auth.token_store import FileTokenStorage, TokenFileRefused, file_signature, token_file
 from supervisor.catalog.registry import Kind, Registry
-from supervisor.compat.oauth import SupervisorOAuthProvider, refresh_margin_sec
+from supervisor.compat.oauth import SupervisorOAuthProvider
+from supervisor.compat.oauth_context import refresh_margin_sec
 from supervisor.config.check import describe_settings
 from supervisor.config.loader import load_settings
 from supervisor.config.servers import OAuthSettings, ReconnectSettings, ServerSettings
