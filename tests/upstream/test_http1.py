@@ -261,13 +261,11 @@ def _raw(*pieces: bytes) -> Script:
 @pytest.mark.parametrize(
     ("script", "error"),
     [
-        pytest.param(_raw(b"HTTP/2 200 OK\r\n\r\n"), "illegal status line", id="status-line"),
-        pytest.param(_raw(b"HTTP/1.1 2OO OK\r\n\r\n"), "illegal status line", id="status-code"),
-        pytest.param(_raw(b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n"), "illegal header line", id="header-line"),
+        pytest.param(_raw(b"HTTP/2 200 OK\r\n\r\n"), "not an HTTP/1.1 status line", id="status-line"),
+        pytest.param(_raw(b"HTTP/1.1 2OO OK\r\n\r\n"), "not an HTTP/1.1 status line", id="status-code"),
+        pytest.param(_raw(b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n"), "not a header line", id="header-line"),
         pytest.param(
-            _raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n"),
-            "conflicting Content-Length",
-            id="lengths",
+            _raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n"), "two different", id="lengths"
         ),
         pytest.param(_raw(b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n"), "Content-Length", id="length"),
         pytest.param(
@@ -277,7 +275,7 @@ def _raw(*pieces: bytes) -> Script:
         ),
         pytest.param(
             _raw(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"),
-            "illegal chunk header",
+            "a chunk size that is not one",
             id="chunk-size",
         ),
         *(
@@ -286,7 +284,7 @@ def _raw(*pieces: bytes) -> Script:
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n%s\r\n"
                     % size
                 ),
-                "illegal chunk header",
+                "a chunk size that is not one",
                 id=f"chunk-size-{size.decode()}",
             )
             for size in (b"+ea", b"0xea", b"-1")
@@ -296,13 +294,9 @@ def _raw(*pieces: bytes) -> Script:
             "Content-Encoding",
             id="encoding",
         ),
-        pytest.param(_raw(b"HTTP/1.1 200 OK\r\n" + b"x: y\r\n" * 20000), "Receive buffer too long", id="endless-head"),
+        pytest.param(_raw(b"HTTP/1.1 200 OK\r\n" + b"x: y\r\n" * 20000), "beyond 64 KiB", id="endless-head"),
         pytest.param(_raw(b""), "without sending a response", id="no-answer"),
-        pytest.param(
-            _raw(b"HTTP/1.1 101 Switching Protocols\r\n\r\n"),
-            "_SWITCH_UPGRADE event without a pending proposal",
-            id="101",
-        ),
+        pytest.param(_raw(b"HTTP/1.1 101 Switching Protocols\r\n\r\n"), "a protocol switch", id="101"),
     ],
 )
 async def test_an_answer_that_is_not_http_1_1_is_a_protocol_failure_of_the_transport(
