@@ -20,10 +20,10 @@ sends, with the limits hypercorn applied:
   (501); a body whose chunks are not framed (a size such as ``+ea``) gets its
   400 once the app gave up on it, with no traceback;
 * the body as the app reads it, framed by ``Content-Length``, or by h11 when
-  ``chunked`` (extensions and trailers checked and dropped); ``Expect: 100-continue`` answered when the
-  app first reads; a body the app left unread is read off (up to
-  ``MAX_DRAIN_BYTES``) so the connection can serve the next request, or the
-  connection is closed;
+  ``chunked`` (extensions and trailers checked and dropped); ``Expect:
+  100-continue`` answered when the app first reads; a body the app left
+  unread is read off (up to ``MAX_DRAIN_BYTES``) so the connection can serve
+  the next request, or the connection is closed;
 * the answer framed by the app's own ``Content-Length`` (its head then goes
   out with the first body bytes: one write for a whole answer), or else
   ``chunked``, its head written at once (an event stream's client sees it
@@ -34,10 +34,11 @@ sends, with the limits hypercorn applied:
 
 Why not h11 throughout: on the same design, h11 parsing and framing cost about
 30% more CPU per call on the ``httpfront`` pair (issue 47); hosts send
-``Content-Length`` bodies, so only chunked ones take it. The framing here is
-h11's all the same, input by input: ``tests/ops/test_http1_differential.py`` feeds the
-same bytes (valid, edge-case, hostile, pipelined) to this server and to h11,
-and every answer kind to both, and fails on any difference it does not list.
+``Content-Length`` bodies, so only chunked ones take it. The rest frames as
+h11 does all the same, input by input: ``tests/ops/test_http1_differential.py``
+feeds the same bytes (valid, edge-case, hostile, pipelined) to this server
+and to h11, and every kind of answer to both, and fails on any difference it
+does not list.
 
 The app's ``receive``, once the body is read, waits for the end of the
 connection (``http.disconnect``: the 2026 wire's cancellation), and returns it
