@@ -1,12 +1,16 @@
 """The conformance lane's rules: what fails a run, and the tables it prints (issue 46).
 
 * **Client role:** a scenario the reference client passes and the sidecar does
-  not (``Row.regression``). Scenarios neither client is built for are shown,
-  not judged.
+  not (``Row.regression``), twice in a row: such a scenario is run once more,
+  and a pass on that second run is shown in the table with what failed the
+  first time (the scenarios time real HTTP exchanges on a shared box).
+  Scenarios neither client is built for are shown, not judged.
 * **Server role:** a check the suite's server alone passes and the sidecar does
   not, behind either upstream transport (``check_table``); a check the sidecar
   never reached counts as lost, unless the suite itself said the rest of the
-  scenario does not apply to the sidecar's answer (``NOT_APPLICABLE``).
+  scenario does not apply to the sidecar's answer (``NOT_APPLICABLE``). A
+  scenario with a lost check is run once more in every column, and judged on
+  that second run (the table says which were).
 
 Pure functions over the suite's verdicts (``tests.conformance.suite.Outcome``),
 tested on their own in ``tests/conformance/test_rules.py`` (fast lane).
@@ -31,6 +35,8 @@ class Row:
     reference: Outcome | None = None
     sidecar: Outcome | None = None
     out_of_reach: str | None = None
+    first_sidecar: Outcome | None = None
+    """The sidecar's first verdict, when it failed where the reference passed and was run once more."""
 
     def verdict(self, outcome: Outcome | None) -> str:
         if outcome is None:
@@ -55,6 +61,8 @@ def client_table(title: str, rows: list[Row], columns: tuple[str, str]) -> str:
             note = "**the sidecar fails where the reference passes**"
         elif row.sidecar and row.reference and row.sidecar.passed and not row.reference.passed:
             note = "the sidecar passes where the reference fails"
+        elif row.first_sidecar is not None:
+            note = f"passed on a second run (the first: {'; '.join(row.first_sidecar.failed[:2])})"
         lines.append(f"| {row.scenario} | {row.verdict(row.reference)} | {row.verdict(row.sidecar)} | {note} |")
     passed = (
         sum(1 for r in rows if r.reference and r.reference.passed),

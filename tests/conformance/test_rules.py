@@ -55,3 +55,12 @@ def test_checks_are_excused_only_where_the_suite_itself_said_they_do_not_apply_t
         "s: server-sse-priming-event (stdio): not reached",
         "s: server-sse-retry-field (stdio): server-sse-retry-field: failure",
     ]
+
+
+def test_a_client_scenario_the_sidecar_passes_on_its_second_run_is_no_regression_and_the_table_says_so() -> None:
+    row = Row("sse-retry", PASS, PASS, first_sidecar=FAIL)
+    assert not row.regression()
+    assert "passed on a second run (the first: auth-token-request: no token request)" in client_table(
+        "Client role", [row], ("reference", "sidecar")
+    )
+    assert Row("sse-retry", PASS, FAIL, first_sidecar=FAIL).regression()
