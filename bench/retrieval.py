@@ -13,8 +13,8 @@ What it reports:
   compare, reciprocal-rank fusion, ``fusion.rrf``, and progressive disclosure, the best
   server first and then its tools: ``Rankers.server_first``), overall, per
   kind and for the hard ones. The embedded text is the sidecar's (``embedding_text``), with
-  no server description: the sidecar has none to give it today (``--about`` adds each
-  server's ``instructions`` from its saved catalog, to see what they would add).
+  each server's line as the sidecar takes it (``semantic.about_line`` of the saved
+  description or ``instructions``; ``--no-about`` leaves it out, to see what it adds).
 * **Speed**: query p50/p95 for lexical alone and for fused (the query's embedding, the
   vector search, the lexical search to ``DEPTH`` and the fusion) over the real catalog and
   over 5,000 synthetic tools (``bench.search``'s); the lexical build of those 5,000 (first
@@ -54,7 +54,7 @@ from bench.search import latency_queries, registry_of, synthetic_tools
 from supervisor.catalog.fusion import DEPTH, Scored, fuse, rrf
 from supervisor.catalog.registry import RegisteredTool, Registry
 from supervisor.catalog.search import ToolIndex, describe
-from supervisor.catalog.semantic import Embedder, VectorIndex, embedding_text, load_embedder
+from supervisor.catalog.semantic import Embedder, VectorIndex, about_line, embedding_text, load_embedder
 from supervisor.catalog.semantic_engine import SemanticConfig, SemanticEngine
 from supervisor.catalog.token_estimate import BYTES_PER_TOKEN, estimate_tokens
 from supervisor.catalog.views import search_tools
@@ -90,8 +90,9 @@ def load_catalogs() -> tuple[list[RegisteredTool], dict[str, str], list[types.To
     for file in sorted(CATALOGS.glob("*.json")):
         saved = json.loads(file.read_text(encoding="utf-8"))
         registry.swap(saved["server"], [types.Tool.model_validate(tool) for tool in saved["tools"]])
-        if saved.get("instructions"):
-            about[saved["server"]] = " ".join(saved["instructions"].split()[:60])
+        line = about_line(saved.get("description"), saved.get("instructions"))
+        if line:
+            about[saved["server"]] = line  # as the sidecar takes it from the server (``Upstream.about``)
     entries = registry.tool_entries()
     return entries, about, [entry.shown for entry in entries]
 
@@ -273,7 +274,7 @@ def _print_quality(table: dict[str, dict[str, dict[str, float]]]) -> None:
 
 
 async def run(
-    quick: bool = False, model_name: str = "wordllama", path: str | None = None, about_servers: bool = False
+    quick: bool = False, model_name: str = "wordllama", path: str | None = None, about_servers: bool = True
 ) -> dict[str, Any]:
     asks = load_set()
     entries, about, tools = load_catalogs()
@@ -328,9 +329,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--model", default="wordllama", help="wordllama | model2vec | sentence-transformers")
     parser.add_argument("--path", default=None, help="the model's directory (all but wordllama)")
-    parser.add_argument("--about", action="store_true", help="add each server's instructions to its tools' texts")
+    parser.add_argument("--no-about", action="store_true", help="leave each server's line out of its tools' texts")
     args = parser.parse_args()
-    trio.run(lambda: run(args.quick, args.model, args.path, args.about))
+    trio.run(lambda: run(args.quick, args.model, args.path, not args.no_about))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 
 import trio
@@ -200,6 +200,7 @@ class Supervisor:
             from supervisor.fleet.vectors import FleetVectors  # noqa: PLC0415 - only a Redis fleet loads coredis
 
             engine.shared = FleetVectors(self.cache.fleet.store)
+        engine.about = _AboutServers(self.actors)
         searching = [view for view in self.views.values() if view.search]
         if not searching:
             engine.disable("no search view")
@@ -394,3 +395,26 @@ class Supervisor:
             else:
                 statuses.append(self.actors[name].status)
         return statuses
+
+
+class _AboutServers(Mapping[str, str]):
+    """What each server says it does, as its current generation reported it on connecting (live, read-only).
+
+    The semantic engine reads it when it makes a view's texts (``SemanticEngine.about``): a server's line is
+    known before its first sync swaps its tools in, so their texts carry it from the start.
+    """
+
+    def __init__(self, actors: Mapping[str, ServerActor]) -> None:
+        self._actors = actors
+
+    def __getitem__(self, name: str) -> str:
+        about = self._actors[name].status.about
+        if not about:
+            raise KeyError(name)
+        return about
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, actor in self._actors.items() if actor.status.about)
+
+    def __len__(self) -> int:
+        return sum(1 for actor in self._actors.values() if actor.status.about)

@@ -36,6 +36,11 @@ class UpstreamSession(Protocol):
     @property
     def kinds(self) -> frozenset[Kind]: ...
 
+    @property
+    def about(self) -> str:
+        """One line of what the server says it does (its description, else its instructions); "" if nothing."""
+        ...
+
     async def list_all(self, kind: Kind, cache_mode: CacheMode) -> list[Definition]: ...
 
     async def call_tool(

@@ -263,7 +263,10 @@ class ServerActor(HostRequests):
                 async with self._connect(self.settings, on_list_changed=self._on_list_changed) as upstream:
                     self._upstream = upstream
                     self._set_status(
-                        ServerStatus.mark_connected, at=trio.current_time(), change_notices=upstream.change_notices
+                        ServerStatus.mark_connected,
+                        at=trio.current_time(),
+                        change_notices=upstream.change_notices,
+                        about=upstream.about,
                     )
                     try:
                         # Without change notices a kept catalog may be stale: re-list on reconnect too.

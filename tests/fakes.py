@@ -63,6 +63,10 @@ class FakeSession:
         return Identity("fake", "1.0")
 
     @property
+    def about(self) -> str:
+        return self.server.about
+
+    @property
     def kinds(self) -> frozenset[Kind]:
         return frozenset({"tools", "prompts"}) if self.server.prompts is not None else frozenset({"tools"})
 
@@ -126,6 +130,7 @@ class FakeServer:
             process given its grace period, say).
         close_gate: When set to an unset Event, a generation's (shielded) teardown
             blocks until it is set, so a test can look at the world mid-teardown.
+        about: One line of what the server says it does, as a generation reports it.
     """
 
     def __init__(self, tools: list[types.Tool] | None = None, *, name: str = "srv") -> None:
@@ -138,6 +143,8 @@ class FakeServer:
         self.fetch_error: Exception | None = None
         self.close_delay_sec = 0.0
         self.close_gate: trio.Event | None = None
+        self.about = ""
+        """What the fake says it does (``Upstream.about``)."""
         self.closing = False
         """True while a generation is tearing down (inside the shielded cleanup)."""
         self.session: FakeSession | None = None

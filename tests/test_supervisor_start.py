@@ -7,7 +7,7 @@ import trio
 from supervisor.root import Supervisor
 from tests.fakes import FakeServer, tool
 from tests.sidecar import scaled
-from tests.test_reload import Fleet, _server, _settings
+from tests.test_reload import Fleet, _server, _settings, running
 
 SERVERS = 40
 
@@ -40,3 +40,18 @@ async def test_the_supervisor_reports_started_in_a_few_scheduling_rounds_however
             await supervisor.wait_first_attempts()
             assert sorted(entry.owner for entry in supervisor.registry.tool_entries()) == names
             nursery.cancel_scope.cancel()
+
+
+async def test_the_search_index_reads_what_each_server_said_it_does_when_its_generation_connected() -> None:
+    """Issue 48: a server's own line is known before its first sync, so its tools' texts carry it from the start."""
+    files = FakeServer([tool("read")], name="files")
+    files.about = "Files on this machine."
+    quiet = FakeServer([tool("read")], name="quiet")
+    supervisor = Supervisor(
+        _settings(_server("files"), _server("quiet")), connector=Fleet(files=files, quiet=quiet).connect
+    )
+    with trio.fail_after(scaled(5)):
+        async with running(supervisor):
+            await supervisor.wait_first_attempts()
+            assert dict(supervisor.semantic.about) == {"files": "Files on this machine."}
+            assert supervisor.statuses()[0].about == "Files on this machine."

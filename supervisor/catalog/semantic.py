@@ -70,6 +70,8 @@ _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 ARGUMENTS_MAX: Final = 12
 """Arguments whose name and description go into a tool's text (the first ones: a schema of 80 is mostly noise)."""
 TEXT_MAX_CHARS: Final = 2_000
+ABOUT_MAX_CHARS: Final = 200
+"""What ``about_line`` keeps of a server's own words: its first sentence, at most this long."""
 """A tool's text is cut here: a static model averages, a transformer truncates at 256 tokens anyway."""
 
 
@@ -93,6 +95,18 @@ class Embedder(Protocol):
 def words_of(name: str) -> str:
     """A tool's name as words: ``listMergeRequests`` / ``list_merge_requests`` → "list Merge Requests"."""
     return " ".join(_NAME_WORDS.findall(name))
+
+
+def about_line(description: str | None, instructions: str | None) -> str:
+    """One line of what a server says it does: its description, else its instructions; their first sentence.
+
+    Instructions can run to pages of usage notes for the model; their first
+    sentence is what names the server's domain, and what tells two servers
+    with near-identical tools apart.
+    """
+    text = " ".join((description or instructions or "").split())
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    return first[:ABOUT_MAX_CHARS]
 
 
 def embedding_text(entry: RegisteredTool, about: Mapping[str, str] | None = None) -> str:

@@ -39,6 +39,8 @@ class ServerStatus:
     """False while the server's generation gets no change notices (its catalog is re-listed on reconnect)."""
     protocol_version: str | None = None
     identity: str | None = None
+    about: str = ""
+    """One line of what the server says it does (``serverInfo.description``, else its ``instructions``)."""
     connected_at: float | None = None
     """When the current generation's transport came up (handshake done), ``trio.current_time()``."""
     ready_at: float | None = None
@@ -57,10 +59,15 @@ class ServerStatus:
 
     # -- transitions (the owning actor's only way to write) --------------------------------
 
-    def mark_connected(self, *, at: float, change_notices: bool) -> None:
-        """The current generation's transport came up (``change_notices``: it will tell us about changes)."""
+    def mark_connected(self, *, at: float, change_notices: bool, about: str = "") -> None:
+        """The current generation's transport came up (``change_notices``: it will tell us about changes).
+
+        ``about``: one line of what the server says it does, known before its first sync (the search views'
+        semantic index embeds it with each of its tools).
+        """
         self.connected_at = at
         self.change_notices = change_notices
+        self.about = about
 
     def mark_ready(self, *, at: float, protocol_version: str, identity: str) -> None:
         """The current generation's first sync swapped in: calls are served."""

@@ -14,13 +14,11 @@ What crosses, per direction (DESIGN I13):
 * **Requests for a host call** (``call_tool``, ``get_prompt``,
   ``read_resource``, ``complete``) carry the host's progress wish (a progress
   token of ours), its trace context (I18) and, to a 2026-era server, its log
-  level in ``_meta``. The
-  call's progress and request-scoped log notices reach it through the
-  transport tap (``upstream.tap``) in wire order, into its ``CallNotices``,
-  which it forwards to its host before returning the result.
-  A 2026-era server's ``InputRequiredResult`` is passed through to a 2026-era
-  host unchanged (it runs the round and retries with the same
-  ``requestState``), and driven for a handshake-era host with its own
+  level in ``_meta``. The call's progress and request-scoped log notices reach
+  it through the transport tap (``upstream.tap``) in wire order, into its
+  ``CallNotices``, which it forwards to its host before returning the result.
+  A 2026-era server's ``InputRequiredResult`` is passed through to a 2026-era host unchanged (it runs the
+  round and retries with the same ``requestState``), and driven for a handshake-era host with its own
   connection answering each embedded request (``HostSide.ask_host``).
 * **Server→client requests** of a handshake-era server (sampling, elicitation,
   roots) go to ``HostSide.ask_host``, which attributes them (``calls.attribution``).
@@ -31,9 +29,8 @@ What crosses, per direction (DESIGN I13):
   ``on_list_changed(kind)`` must not block. Log messages, resource updates and
   URL-elicitation completions go to the ``HostSide``.
 
-Nursery: each host call owns a short-lived nursery for its ``CallNotices``
-pump; nothing else here owns a task. Waits are unbounded on purpose: the
-ServerActor bounds requests with ``tool_timeout_sec``.
+Nursery: each host call owns a short-lived nursery for its ``CallNotices`` pump; nothing else here
+owns a task. Waits are unbounded on purpose: the ServerActor bounds requests with ``tool_timeout_sec``.
 """
 
 from __future__ import annotations
@@ -57,6 +54,7 @@ from supervisor._version import __version__
 from supervisor.calls.attribution import CallNotices, HostCall, HostSide, no_host_error
 from supervisor.calls.results import strip_server_stamp, wire_result_shaped
 from supervisor.catalog.registry import Definition, Kind
+from supervisor.catalog.semantic import about_line
 from supervisor.compat.sdk import (
     DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
     run_input_required_driver,
@@ -128,6 +126,11 @@ class Upstream:
     def identity(self) -> Identity:
         info = self._client.server_info
         return Identity(None, None) if info is None else Identity(info.name, info.version)
+
+    @property
+    def about(self) -> str:
+        """One line of what the server says it does (``serverInfo.description``, else ``instructions``)."""
+        return about_line(getattr(self._client.server_info, "description", None), self._client.instructions)
 
     @property
     def kinds(self) -> frozenset[Kind]:

@@ -22,7 +22,14 @@ import trio
 from supervisor.catalog import semantic
 from supervisor.catalog.fusion import fuse, rrf
 from supervisor.catalog.registry import Registry
-from supervisor.catalog.semantic import Embedder, SemanticUnavailable, embedding_text, load_embedder
+from supervisor.catalog.semantic import (
+    ABOUT_MAX_CHARS,
+    Embedder,
+    SemanticUnavailable,
+    about_line,
+    embedding_text,
+    load_embedder,
+)
 from supervisor.catalog.semantic_engine import SemanticConfig, SemanticEngine
 from supervisor.catalog.views import CatalogView, ViewRules
 from supervisor.host.catalog_search import CatalogSearch
@@ -111,6 +118,26 @@ def test_the_embedded_text_holds_the_server_the_name_in_words_the_description_an
     assert text.startswith("git: a local git checkout. git diff staged. ")
     assert entry.shown.description is not None and entry.shown.description in text
     assert "repo path" in text
+
+
+@pytest.mark.parametrize(
+    ("description", "instructions", "line"),
+    [
+        ("Files on this machine.", "Use read_file first. Then write.", "Files on this machine."),
+        (
+            None,
+            "GitLab projects, issues and merge requests. Always pass the project id.\nMore.",
+            "GitLab projects, issues and merge requests.",
+        ),
+        (None, "  A   browser\n driven by Playwright  ", "A browser driven by Playwright"),
+        (None, None, ""),
+        ("x" * 500, None, "x" * ABOUT_MAX_CHARS),
+    ],
+)
+def test_a_servers_line_is_its_description_else_the_first_sentence_of_its_instructions(
+    description: str | None, instructions: str | None, line: str
+) -> None:
+    assert about_line(description, instructions) == line
 
 
 def test_fusion_adds_the_normalized_scores_and_breaks_ties_for_the_lexical_ranking() -> None:
