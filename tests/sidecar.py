@@ -302,10 +302,11 @@ class ProcessLog:
             return self.listening[listener]
         raise AssertionError(f"no {listener} URL announced within {bound_sec:g}s")
 
-    async def wait_line(self, pattern: str, *, bound_sec: float = STARTUP_BOUND_SEC) -> re.Match[str]:
-        """The first line so far or to come that ``pattern`` matches; fails if the process ends first."""
+    async def wait_line(self, pattern: str, *, bound_sec: float = STARTUP_BOUND_SEC, after: int = 0) -> re.Match[str]:
+        """The first line so far or to come that ``pattern`` matches (from line ``after`` on); fails if the process
+        ends first."""
         with trio.move_on_after(bound_sec):
-            seen = 0
+            seen = after
             while True:
                 for line in self.lines[seen:]:
                     if (match := re.search(pattern, line)) is not None:

@@ -199,13 +199,19 @@ async def through_the_cli(directory: Path, config: Path, plan: Plan, steps: tupl
 
 
 async def under_a_host(config: Path, steps: tuple[Step, ...]) -> None:
-    """``run`` under an ``mcp.Client`` host; the server's tools are waited for (the sidecar connects meanwhile)."""
+    """``run`` under an ``mcp.Client`` host (2026 era); the server's tools are waited for on its change notices.
+
+    The first listing waits a little for the servers' first attempts (docs/operations.md); a remote server
+    that takes longer reaches the host as a change on the ``subscriptions/listen`` stream, opened first.
+    """
     sidecar = StdioServerParameters(command=sys.executable, args=["-m", "supervisor", "run", "--config", str(config)])
     with trio.fail_after(STEP_BOUND_SEC):
         async with Client(sidecar, elicitation_callback=elicit) as host:
-            # Polling a remote catalog: the upstream's first sync is still under way, and no local event says when.
-            while not (await host.list_tools()).tools:  # noqa: ASYNC110
-                await trio.sleep(0.1)
+            async with host.listen(tools_list_changed=True) as changes:
+                if not (await host.list_tools()).tools:
+                    async for _change in changes:
+                        if (await host.list_tools()).tools:
+                            break
             await run_steps(host, steps, public=_public)
 
 

@@ -4,10 +4,10 @@ The servers are real third-party ones that ``tests/interop/install.sh`` installs
 (node) and mcp-server-git (PyPI). The sidecar is the real ``python -m supervisor run``; the host
 calls ``search_tools`` as a model would.
 
-*With* the ``search`` extra (the project's dev install has it) the sidecar loads WordLlama in the
-background and answers lexically until the view's tools are embedded: the test asks until an
-answer says ``"ranking": "fused"``. That wait is on another process's worker thread, with nothing
-to subscribe to, so it polls (every ``POLL_SEC``, bounded by ``BOUND_SEC``). *Without* the extra is
+Every wait is for a line of the sidecar's log: both servers ready (each logs it once), then, with
+the ``search`` extra (the project's dev install has it), the engine's "semantic index complete"
+after the first search asked for the view's vectors: until then the sidecar answers lexically, and
+from then on a search is fused. *Without* the extra is
 simulated by its settings seam, ``[supervisor.search] semantic = false``: the engine then never
 imports the library, exactly as when it is not installed (``tests/catalog/test_semantic.py`` hides the
 import itself and checks the message that names the extra).
@@ -30,7 +30,6 @@ pytestmark = [pytest.mark.e2e]
 FS_JS: Final = INTEROP_DIR / "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 GIT_BIN: Final = INTEROP_DIR / ".venv-servers/bin/mcp-server-git"
 BOUND_SEC: Final = scaled(60)
-POLL_SEC: Final = 0.05
 PARAPHRASE: Final = "list the files here with how large each one is"
 """Found by words and by meaning: the tool is in the first five either way."""
 ONLY_MEANING: Final = "what's in this folder"
@@ -60,20 +59,16 @@ async def _search(host: Host, query: str) -> tuple[list[str], str]:
     return [tool["name"] for tool in payload["tools"]], payload["ranking"]
 
 
-async def _until_both_servers_are_searched(host: Host) -> None:
-    while True:
-        names, _ = await _search(host, "git status and list directory")
-        if any(name.startswith("mcp__fs__") for name in names) and any(n.startswith("mcp__git__") for n in names):
-            return
-        await trio.sleep(POLL_SEC)
+async def _until_both_servers_are_ready(host: Host) -> None:
+    for server in ("fs", "git"):
+        await host.log.wait_line(rf"server={server} generation=\d+ ready", bound_sec=BOUND_SEC)
 
 
 async def _until_fused(host: Host) -> None:
-    """Ask until an answer is fused: the model loads and embeds in the sidecar's worker thread."""
-    while True:
-        if (await _search(host, PARAPHRASE))[1] == "fused":
-            return
-        await trio.sleep(POLL_SEC)
+    """Ask once, so the engine embeds the view's tools; wait for it to say the index is complete."""
+    asked_at = len(host.log.lines)
+    assert (await _search(host, PARAPHRASE))[1] == "lexical", "fused before any vector was asked for"
+    await host.log.wait_line(r"search: semantic index complete", bound_sec=BOUND_SEC, after=asked_at)
 
 
 async def test_with_the_extra_a_search_view_finds_a_paraphrase_by_words_and_by_meaning_once_fused(
@@ -82,9 +77,10 @@ async def test_with_the_extra_a_search_view_finds_a_paraphrase_by_words_and_by_m
     config = _settings(tmp_path, semantic=True)
     with trio.fail_after(BOUND_SEC):
         async with open_host(config, run_args=["--view", "find"]) as host:
-            await _until_both_servers_are_searched(host)
+            await _until_both_servers_are_ready(host)
             await _until_fused(host)
-            names, _ = await _search(host, PARAPHRASE)
+            names, ranking = await _search(host, PARAPHRASE)
+            assert ranking == "fused"
             assert "mcp__fs__list_directory_with_sizes" in names
             names, _ = await _search(host, ONLY_MEANING)
             assert "mcp__fs__list_directory" in names
@@ -97,7 +93,7 @@ async def test_without_the_extra_a_search_view_answers_lexically_and_still_finds
     config = _settings(tmp_path, semantic=False)
     with trio.fail_after(BOUND_SEC):
         async with open_host(config, run_args=["--view", "find"]) as host:
-            await _until_both_servers_are_searched(host)
+            await _until_both_servers_are_ready(host)
             names, ranking = await _search(host, PARAPHRASE)
             assert ranking == "lexical"
             assert "mcp__fs__list_directory_with_sizes" in names
