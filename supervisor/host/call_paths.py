@@ -23,7 +23,7 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    2026-era upstream names the host's log level, gets its log messages in wire
    order and its input rounds run in the sidecar; results take the host's
    era's shape. Over the HTTP front (its own answer, ``host.http_splice``):
-   a call as above, telemetry off, to a stdio generation: a 2026-era host's
+   a call as above, to a stdio generation: a 2026-era host's
    without trace context to a 2026-era one (a handshake-era one may ask its
    host something mid-call; the POST's own conditions are
    ``host.http_fast_calls``'s), a handshake-era session's to one of either
@@ -46,7 +46,7 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
    From a stdio host, such a call skips the SDK's stdio server in the same way:
    the wire splice hands it to ``host.stdio_fast_calls``, which runs it off the
-   host wire (telemetry off). **A handshake-era stdio host's** call takes this
+   host wire. **A handshake-era stdio host's** call takes this
    row too when its ``_meta`` holds at most trace context and the server's
    generation is 2026-era (over HTTP, or over stdio with its splice not ready):
    such a server asks nothing mid-call, its input rounds are run in the sidecar

@@ -4,8 +4,8 @@ The SDK's streamable-HTTP server spends, per 2026 request, a starlette request
 and response, its security check, a task group with two tasks and a memory
 channel (it cannot know whether the handler will send notices), and a
 ``ServerRunner``: a third of the HTTP front's CPU per call. A plain call
-(its ``_meta`` the envelope and at most a log level: no progress token, no
-trace context) needs none of it: ``HttpFastCalls`` reads the body, checks it
+(its ``_meta`` the envelope and at most a log level and trace context: no
+progress token) needs none of it: ``HttpFastCalls`` reads the body, checks it
 as the SDK would, runs the fast path (``ToolCalls.call_tool_wire``, the same
 code as ``host.fast_path``: routing, shutdown refusal, ``tool_timeout_sec``,
 errors, the unknown-tool heal, metrics) in the ASGI task, and writes the
@@ -22,9 +22,10 @@ to the SDK's app unchanged (the body it read is replayed): no session id, a
 an ``Accept`` of both JSON and event streams, no ``Mcp-Param-*`` header, a body
 within the front's limit that is one JSON-RPC request the SDK's ladder
 (``classify_inbound_request``, duplicated routing headers) accepts, params
-``plain_call`` reads with only the envelope and a log level in ``_meta``, a tool whose schema
-declares no ``x-mcp-header``, the fast path by ``path_of``, and telemetry off
-(the SDK's span is the SDK path's). The Host/Origin check, the token and the
+``plain_call`` reads with only the envelope, a log level and trace context in
+``_meta``, a tool whose schema declares no ``x-mcp-header``, and the fast path
+by ``path_of``. With telemetry on, the call's SERVER span is ours
+(``ToolCalls.call_tool_wire``'s ``own_span``; the splice's: ``SplicedTrace``). The Host/Origin check, the token and the
 declared body size are the guard's (``ops.http``), before any of this.
 
 The 2026 wire cancels a request by closing its stream: one watcher task per
@@ -64,7 +65,7 @@ from supervisor.host.http_answers import PING_SEC, PostAnswer, PostHeaders, post
 from supervisor.host.http_handshake_calls import HandshakeCalls, handshake_session
 from supervisor.host.http_splice import HttpAnswer, HttpSplice
 from supervisor.ops.http1_exchange import DETACH
-from supervisor.telemetry.spans import TELEMETRY
+from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
@@ -76,8 +77,9 @@ if TYPE_CHECKING:
 MAX_SCHEMAS: Final = 4096
 """Tool schemas whose ``x-mcp-header`` verdict is kept (a catalog's worth)."""
 
-_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
-"""What ``_meta`` may hold: the envelope, and a log level (the call's log messages ride its own response)."""
+_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY} | frozenset(TRACE_KEYS)
+"""What ``_meta`` may hold: the envelope, a log level (the call's log messages ride its own response), and trace
+context (upstream as it came; with telemetry on, the call's own spans parent on it)."""
 
 Notify = Callable[[str, "Mapping[str, Any] | None"], Awaitable[None]]
 Run = Callable[[Notify], Awaitable[dict[str, Any]]]
@@ -106,7 +108,7 @@ class HttpFastCalls:
         of handshake-era sessions', ``"handshake splice"``, ``"handshake reply"`` or ``"handshake cancel"``."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = post_headers(scope) if scope["method"] == "POST" and not TELEMETRY.on else None
+        headers = post_headers(scope) if scope["method"] == "POST" else None
         if headers is not None and _modern_call(headers):
             await self._modern_post(headers, scope, receive, send)
         elif headers is not None and self.handshake is not None and handshake_session(headers):
@@ -184,7 +186,7 @@ class HttpFastCalls:
 
         def run(notify: Notify) -> Awaitable[dict[str, Any]]:
             ctx = modern_request_context(verdict, "tools/call", request_id, params, notify)
-            return front.tool_calls.call_tool_wire(ctx, tool, actor, plain.arguments)
+            return front.tool_calls.call_tool_wire(ctx, tool, actor, plain.arguments, own_span="http")
 
         return request_id, run
 

@@ -14,7 +14,7 @@ SDK's app for anything not taken here) when all of these hold:
 
 * the headers: a session id, an ``MCP-Protocol-Version`` of a handshake
   version or none, JSON content, an ``Accept`` of both JSON and event streams
-  (the SDK's rule in its event-stream mode), telemetry off;
+  (the SDK's rule in its event-stream mode);
 * the session is one the SDK's manager serves now, for this credential
   (``compat.sdk_sessions.live_session``), and it is initialized
   (``Front.http_session``: its connection, captured at

@@ -99,7 +99,9 @@ class FastCall:
                 reply: dict[str, Any] = {"jsonrpc": "2.0", "id": self.host_id}
                 with self.scope:
                     try:
-                        reply["result"] = await self.front.tool_calls.call_tool_wire(ctx, tool, actor, self.arguments)
+                        reply["result"] = await self.front.tool_calls.call_tool_wire(
+                            ctx, tool, actor, self.arguments, own_span="http"
+                        )
                     except Exception as exc:  # what the SDK's dispatcher maps, mapped the same way
                         reply["error"] = handshake_error_data(exc).model_dump(mode="json", exclude_none=True)
                 if self.scope.cancelled_caught:

@@ -44,8 +44,8 @@ Which calls never come here, and why: a 2026-era host's call to a
 handshake-era upstream (which may ask its host something mid-call: the fast
 path's exchanges turn that into input rounds), or with a log level, a
 progress token or trace context in its ``_meta`` (the fast path carries
-those); with telemetry on, any call (its spans are the SDK path's). A
-handshake-era session's trace context goes upstream as it came.
+those). A handshake-era session's trace context goes upstream as it came
+(telemetry off), or parents the call's spans (on: ``SplicedTrace``, as on stdio).
 
 Concurrency: ``submit``, ``abandon``, ``cancel`` and the answer's hand-over are
 synchronous. The POST's task returns once its call is sent: its answer is
@@ -69,13 +69,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from supervisor.calls.results import handshake_shaped
 from supervisor.calls.splice import SplicedCall
 from supervisor.host.fast_path import restamp
 from supervisor.host.http_answers import PING_SEC, PostAnswer
 from supervisor.host.splice_rounds import HandshakeRounds, declared_capabilities, log_notice_line
+from supervisor.telemetry.spans import TELEMETRY, start_spliced_call
 from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
@@ -191,8 +192,9 @@ class HttpSplice:
 
         ``meta``: a 2026-era host's ``_meta`` (its envelope), whose client capabilities are declared upstream
         (issue 30). ``asker``: a handshake-era call's way to its host, for its upstream's questions (``adopt``).
-        ``carrier``: a handshake-era call's trace context (``_meta``'s ``traceparent``…), sent upstream as it came
-        (telemetry is off: ``host.http_fast_calls`` answers nothing while it is on).
+        ``carrier``: a handshake-era call's trace context (``_meta``'s ``traceparent``…): with telemetry off, sent
+        upstream as it came; on, the parent of the call's SERVER span (``telemetry.spans.SplicedTrace``), whose
+        CLIENT span's context goes upstream instead.
         """
         upstream = actor.ready_upstream
         splice = upstream.splice if upstream is not None else None
@@ -201,18 +203,31 @@ class HttpSplice:
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         answer = self._waiting[call] = HttpAnswer(call, self, asker=asker)
-        sent, capabilities, call_meta = tool.upstream_arguments(arguments), None, None
+        sent, capabilities, call_meta, level = tool.upstream_arguments(arguments), None, None, None
+        host_version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
         if not self.handshake and isinstance(meta, dict):
             capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
-        elif splice.modern and asker is not None:  # between eras: the session's capabilities and log level
-            capabilities = declared_capabilities(asker.connection)
-            level = self._front.connection_log_level(asker.connection) or "debug"  # as ``HostCall.log_level``
-            call.log_level, call.arguments = level, sent
-            call_meta = {**splice.envelope_for(capabilities), **(carrier or {}), LOG_LEVEL_META_KEY: level}
-        elif carrier is not None:
-            call_meta = carrier  # a handshake-era upstream's request carries no envelope
+        elif asker is not None:
+            host_version = asker.connection.protocol_version
+            if splice.modern:  # between eras: the session's capabilities and log level
+                capabilities = declared_capabilities(asker.connection)
+                level = self._front.connection_log_level(asker.connection) or "debug"  # as ``HostCall.log_level``
+                call.log_level, call.arguments = level, sent
+        if TELEMETRY.on:
+            call.trace = start_spliced_call(
+                tool.key, tool.raw_name, host_id, call.upstream_id, carrier,
+                server=actor.name, generation=actor.status.generation, host_version=host_version,
+                upstream_version=actor.status.protocol_version, arguments=arguments, stdio=False,
+            )  # fmt: skip
+            call_meta = call.trace.upstream_meta(splice.envelope_for(capabilities), carrier)
+        elif carrier is not None:  # off: the trace context goes as it came (a handshake-era upstream: no envelope)
+            call_meta = {**splice.envelope_for(capabilities), **carrier}
+        if level is not None:
+            call_meta = {**(call_meta or splice.envelope_for(capabilities)), LOG_LEVEL_META_KEY: level}
         if not splice.submit(call, tool.raw_name, sent, meta=call_meta, capabilities=capabilities):
             del self._waiting[call]
+            if call.trace is not None:
+                call.trace.discard()
             return None
         if self.handshake:  # its upstream may ask or tell its host something meanwhile: in flight for attribution
             self._front.calls.spliced(tool.owner, call)
@@ -332,3 +347,5 @@ class HttpSplice:
         if answer.on_settled is not None:
             answer.on_settled()
         self._front.note_call(call.tool, outcome, trio.current_time() - call.started)
+        if call.trace is not None:
+            call.trace.finish(outcome)

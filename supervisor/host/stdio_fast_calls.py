@@ -13,13 +13,14 @@ too. About 280 us of the sidecar's CPU per call of its 490 for a 2026-era host
 splice already parsed, when the splice's ``path_of`` says ``"fast"`` and all of
 these hold:
 
-* a 2026-era host's ``_meta`` is the envelope and at most a log level (as the
-  HTTP front's own answer takes: ``host.http_fast_calls``), and the SDK's
+* a 2026-era host's ``_meta`` is the envelope and at most a log level and trace
+  context (as the HTTP front's own answer takes: ``host.http_fast_calls``), and the SDK's
   request ladder accepts the envelope (``classify_inbound_request``, no headers
   on stdio); a handshake-era host's holds at most trace context (``path_of``),
   and the SDK has answered its ``initialize`` (its connection);
-* telemetry is off (the SDK's span is the SDK path's); not shutting down;
-  no call of the host's with that id is running here.
+* not shutting down; no call of the host's with that id is running here.
+  With telemetry on, the call's SERVER span is the runner's own
+  (``ToolCalls.call_tool_wire``'s ``own_span``), parented on the host's trace context.
 
 The call runs in a task of its own (the link's nursery) through the same
 code as the SDK path's fast path (``ToolCalls.call_tool_wire``: routing,
@@ -57,7 +58,7 @@ from mcp_types import LOG_LEVEL_META_KEY, ErrorData
 from supervisor.compat.sdk import modern_request_context, request_context_on
 from supervisor.host.call_paths import ENVELOPE_KEYS
 from supervisor.host.tool_calls import handshake_error_data
-from supervisor.telemetry.spans import TELEMETRY
+from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import frame
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     from supervisor.server_actor import ServerActor
 
 
-_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY}
+_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY} | frozenset(TRACE_KEYS)
 
 Write = Callable[[bytes], Awaitable[None]]
 """Writes one framed line to the host wire (``host.splice_wire.HostWire.write_line``)."""
@@ -116,7 +117,7 @@ class StdioFastCalls:
         """
         nursery = self.nursery
         connection = self._front.handshake_connection if handshake else None
-        if nursery is None or TELEMETRY.on or self._front.shutting_down or (handshake and connection is None):
+        if nursery is None or self._front.shutting_down or (handshake and connection is None):
             return False
         if large_line is not None:
             message = json.loads(large_line)
@@ -166,7 +167,7 @@ class StdioFastCalls:
         try:
             with scope:
                 try:
-                    result = await self._front.tool_calls.call_tool_wire(ctx, tool, actor, arguments)
+                    result = await self._front.tool_calls.call_tool_wire(ctx, tool, actor, arguments, own_span="stdio")
                     reply: dict[str, Any] = {"jsonrpc": "2.0", "id": host_id, "result": result}
                 except Exception as exc:  # what the SDK maps, mapped the same way
                     error = error_of(exc).model_dump(mode="json", exclude_none=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import mcp_types as types
 import trio
@@ -32,6 +32,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import URL_ELICITATION_REQUIRED, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry.context import Context
 
 from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome, handshake_shaped, sieved
@@ -47,9 +48,12 @@ from supervisor.telemetry.spans import (
     current_context,
     host_call_ended,
     start_client_call,
+    start_host_call,
+    trace_carrier,
 )
 
 T = TypeVar("T")
+Front = Literal["stdio", "http"]
 logger = logging.getLogger(__name__)
 
 ToolCallResult = types.CallToolResult | types.InputRequiredResult | dict[str, Any]
@@ -130,13 +134,21 @@ class ToolCalls:
         return types.CallToolResult.model_validate(finished) if isinstance(finished, dict) else finished
 
     async def call_tool_wire(
-        self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: RegisteredTool,
+        actor: ServerActor,
+        arguments: dict[str, Any] | None,
+        *,
+        own_span: Front | None = None,
     ) -> dict[str, Any]:
         """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, in the
         host's era's shape: restamped for a 2026-era host, ``handshake_shaped`` for a handshake-era one.
 
         Always the result's wire dict, ours included (the HTTP front's own answer
-        writes it as it is: ``host.http_fast_calls``).
+        writes it as it is: ``host.http_fast_calls``). ``own_span``: the front of a
+        call the SDK's server does not see (a front's own answer): with telemetry on,
+        its SERVER span is ours (``telemetry.spans.start_host_call``), not the SDK's.
         """
         modern_host = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if self._front.shutting_down:
@@ -147,7 +159,9 @@ class ToolCalls:
             async def send(call: HostCall) -> dict[str, Any]:
                 return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
 
-            result: Any = await self._run(ctx, tool, actor, send, _is_error_wire, arguments=arguments)
+            result: Any = await self._run(
+                ctx, tool, actor, send, _is_error_wire, arguments=arguments, own_span=own_span
+            )
             if isinstance(result, dict) and not modern_host:
                 return handshake_shaped(result)
             finished = self._finished(result)
@@ -180,6 +194,7 @@ class ToolCalls:
         is_error: Callable[[T], bool],
         *,
         arguments: dict[str, Any] | None,
+        own_span: Front | None = None,
     ) -> T | str:
         """Forward one tools/call; an ``UpstreamError`` comes back as its message (the caller makes the error result).
 
@@ -191,11 +206,23 @@ class ToolCalls:
         outcome: CallOutcome = "cancelled"
         result: T | None = None
         host_span = None
+        own: CallSpan | None = None
+        error: MCPError | None = None
         if TELEMETRY.on:  # off: this check is all the telemetry a call costs
-            host_span = annotate_host_call(
-                server=actor.name, generation=actor.status.generation, stdio=ctx.request is None, arguments=arguments
+            stdio = ctx.request is None if own_span is None else own_span == "stdio"
+            if own_span is not None:
+                own = start_host_call(
+                    tool.key, ctx.request_id, trace_carrier(ctx.meta), server=actor.name,
+                    generation=actor.status.generation, host_version=ctx.protocol_version, stdio=stdio,
+                    arguments=arguments,
+                )  # fmt: skip
+            else:
+                host_span = annotate_host_call(
+                    server=actor.name, generation=actor.status.generation, stdio=stdio, arguments=arguments
+                )
+            send = _traced(
+                tool, actor, send, is_error, arguments, parent=current_context() if own is None else own.context
             )
-            send = _traced(tool, actor, send, is_error, arguments)
         try:
             result = await front.forward(ctx, actor, f"tools/call {tool.key}", send)
             outcome = "tool_error" if is_error(result) else "ok"
@@ -205,7 +232,7 @@ class ToolCalls:
             front.note_call_failure(tool, type(exc).__name__, str(exc))
             return str(exc)
         except MCPError as exc:
-            outcome = "rpc_error"
+            outcome, error = "rpc_error", exc
             if exc.code == URL_ELICITATION_REQUIRED:
                 front.remember_url_elicitations(ctx, actor, exc)
             raise
@@ -213,6 +240,9 @@ class ToolCalls:
             front.note_call(tool, outcome, trio.current_time() - started)
             if host_span is not None:
                 host_call_ended(host_span, outcome, result)
+            elif own is not None:
+                code, message = (error.code, error.error.message) if error is not None else (None, None)
+                own.end(outcome, code=code, message=message, result=result)
 
 
 def _traced(
@@ -221,18 +251,19 @@ def _traced(
     send: Callable[[HostCall], Awaitable[T]],
     is_error: Callable[[T], bool],
     arguments: dict[str, Any] | None,
+    *,
+    parent: Context,
 ) -> Callable[[HostCall], Awaitable[T]]:
     """``send`` inside a CLIENT span for the upstream request, parented on the host's SERVER span.
 
     The span is made where the request runs: in the handler's task, or in an
     exchange's (a 2026-era host of a handshake-era server, ``host.exchanges``),
-    so the parent is taken here, in the handler. It covers what the actor does
+    so the parent (the host call's SERVER span) is taken in the handler. It covers what the actor does
     for the call (the fail-fast of a server that is not ready, the
     ``tool_timeout_sec`` bound), so a timeout and an unavailable server have
     their ``error.type`` too. The host's arguments are recorded (with
     ``capture_content``), never what a transform injected.
     """
-    parent = current_context()
     stdio = actor.settings.transport == "stdio"
 
     async def traced_send(call: HostCall) -> T:

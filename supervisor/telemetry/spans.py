@@ -136,6 +136,14 @@ async def inject_headers(request: Any) -> None:
     inject(request.headers)
 
 
+def traced_request(meta: dict[str, Any], headers: dict[str, str], request_id: str) -> None:
+    """A request we send ourselves (no SDK span to fold into ours): the current CLIENT span's context goes in its
+    ``_meta`` and its headers (the host's baggage stays), and the span records the request's id."""
+    inject(meta)
+    inject(headers)
+    trace.get_current_span().set_attribute(C.REQUEST_ID, request_id)
+
+
 def as_json(value: Any) -> str:
     """Content as the conventions' opt-in attributes want it: a JSON string (an SDK model as its wire form)."""
     dump = getattr(value, "model_dump", None)
@@ -155,6 +163,11 @@ class CallSpan:
         self.span = span
         self.is_server = is_server
         self._ended = False
+
+    @property
+    def context(self) -> otel_context.Context:
+        """A context whose current span is this one: the parent of the work done for it."""
+        return trace.set_span_in_context(self.span)
 
     def end(
         self,
@@ -310,6 +323,34 @@ class SplicedTrace:
             call.end("cancelled")
 
 
+def start_host_call(
+    public_name: str,
+    host_id: str | int | None,
+    host_carrier: Mapping[str, Any] | None,
+    *,
+    server: str,
+    generation: int,
+    host_version: str | None,
+    stdio: bool,
+    arguments: Any = None,
+) -> CallSpan:
+    """The SERVER span of a host's call that the SDK's server does not see (parented on the host's ``_meta``)."""
+    attributes = _call_attributes(
+        public_name, host_id, server=server, generation=generation, protocol_version=host_version, stdio=stdio
+    )
+    if arguments is not None and TELEMETRY.capture_content:
+        attributes[C.ARGUMENTS] = as_json(arguments)
+    span = _tracer.start_span(
+        f"tools/call {public_name}",
+        context=parent_from(host_carrier),
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+    return CallSpan(span, is_server=True)
+
+
 def start_spliced_call(
     public_name: str,
     raw_name: str,
@@ -322,29 +363,21 @@ def start_spliced_call(
     host_version: str | None,
     upstream_version: str | None,
     arguments: Any = None,
+    stdio: bool = True,
 ) -> SplicedTrace:
     """The SERVER span of a spliced call (parented on the host's ``_meta``) and its CLIENT span."""
-    attributes = _call_attributes(
-        public_name, host_id, server=server, generation=generation, protocol_version=host_version, stdio=True
-    )
-    if arguments is not None and TELEMETRY.capture_content:
-        attributes[C.ARGUMENTS] = as_json(arguments)
-    server_span = _tracer.start_span(
-        f"tools/call {public_name}",
-        context=parent_from(host_carrier),
-        kind=SpanKind.SERVER,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    )
+    host = start_host_call(
+        public_name, host_id, host_carrier,
+        server=server, generation=generation, host_version=host_version, stdio=stdio, arguments=arguments,
+    )  # fmt: skip
     client = start_client_call(
         raw_name,
         server=server,
         generation=generation,
         protocol_version=upstream_version,
         stdio=True,
-        parent=trace.set_span_in_context(server_span),
+        parent=host.context,
         arguments=arguments,
         request_id=upstream_id,
     )
-    return SplicedTrace(CallSpan(server_span, is_server=True), client)
+    return SplicedTrace(host, client)

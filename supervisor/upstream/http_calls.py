@@ -51,6 +51,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD
 
 from supervisor.compat.sdk import MAX_SSE_EVENT_SIZE, stream_within_origin
 from supervisor.errors import UpstreamNeedsLogin, UpstreamUnavailable
+from supervisor.telemetry.spans import TELEMETRY, traced_request
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.http1 import Http1Pool
 from supervisor.upstream.http1_answer import Answer
@@ -141,8 +142,11 @@ class HttpCalls:
     ) -> dict[str, Any]:
         assert self._client is not None
         request_id = f"{ID_PREFIX}{next(self._ids)}"
-        body = to_json({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         all_headers = {**BASE_HEADERS, **headers}
+        if TELEMETRY.on:  # the current span is the call's CLIENT span (``host.tool_calls``): its context goes on
+            params = {**params, "_meta": dict(params.get("_meta") or {})}
+            traced_request(params["_meta"], all_headers, request_id)
+        body = to_json({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         if self._pool is not None:
             async with self._pool.post(body, all_headers) as answer:
                 if answer is not None and not answer.redirected:

@@ -63,7 +63,7 @@ from supervisor.compat.sdk import (
 )
 from supervisor.config.servers import ServerSettings
 from supervisor.errors import UpstreamProtocolError
-from supervisor.telemetry.spans import TELEMETRY, about_server, trace_carrier
+from supervisor.telemetry.spans import about_server, trace_carrier
 from supervisor.upstream.call_notices import NoticeRoutes
 from supervisor.upstream.errors import ErrorTranslator
 from supervisor.upstream.health import TransportHealth
@@ -207,8 +207,7 @@ class Upstream:
         """
         session = self._client.session
         what = f"tools/call {raw_name}"
-        # Its own POST to a 2026-era HTTP server; not with telemetry on: the SDK's dispatcher makes the span's request.
-        http = self.http_calls if not TELEMETRY.on else None
+        http = self.http_calls  # its own POST to a 2026-era HTTP server (the CLIENT span's context: ``http_calls``)
         rounds_here = self.modern and not call.modern_host  # ``_send_and_drive`` runs them: it wants the round's model
 
         async def send(responses: Any, state: Any, meta: Any, progress: Any) -> Any:

@@ -29,6 +29,7 @@ from mcp_types import (
 
 from supervisor.host.http_answers import PING_SEC
 from supervisor.host.http_fast_calls import HttpFastCalls
+from supervisor.telemetry.spans import TELEMETRY
 
 MODERN: Final = "2026-07-28"
 ENVELOPE: Final = {
@@ -65,7 +66,9 @@ class _FakeFront:
     def route(self, name: str) -> Any:
         return (self.tool, self.actor) if name == "mcp__fx__echo" else None
 
-    async def call_tool_wire(self, ctx: Any, tool: Any, actor: Any, arguments: Any) -> dict[str, Any]:
+    async def call_tool_wire(
+        self, ctx: Any, tool: Any, actor: Any, arguments: Any, own_span: Any = None
+    ) -> dict[str, Any]:
         self.contexts.append(ctx)
         if self._call is not None:
             result: dict[str, Any] = await self._call(arguments)
@@ -150,6 +153,22 @@ async def test_a_plain_2026_call_is_answered_here_with_the_envelope_as_its_conte
     assert ctx.session.client_capabilities.sampling is not None  # the host's, from its envelope
 
 
+@pytest.mark.parametrize("telemetry", [False, True], ids=["telemetry-off", "telemetry-on"])
+async def test_a_call_with_trace_context_is_answered_here_whether_telemetry_is_on_or_off(
+    telemetry: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telemetry is a stage of the call, not a reason to leave for the SDK's app (issue 47)."""
+    monkeypatch.setattr(TELEMETRY, "on", telemetry)
+    front = _FakeFront()
+    meta = {**ENVELOPE, "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    body = json.dumps(_body(params={"name": "mcp__fx__echo", "arguments": {"text": "hi"}, "_meta": meta}))
+    app, sdk, sent = await _post(front, body.encode())
+    assert _json_answer(sent)[0] == 200
+    assert sdk.bodies == [] and app.taken == {"fast": 1}
+    (ctx,) = front.contexts
+    assert ctx.meta["traceparent"] == meta["traceparent"], "the host's context reaches the call's stages"
+
+
 def _without(name: str) -> dict[str, str]:
     return {k: v for k, v in HEADERS.items() if k != name}
 
@@ -172,11 +191,6 @@ PASSED_ON: Final = [
         json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, "progressToken": 1}})).encode(),
         HEADERS,
         id="progress-token",
-    ),
-    pytest.param(
-        json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, "traceparent": "00-x"}})).encode(),
-        HEADERS,
-        id="trace-context",
     ),
     pytest.param(
         json.dumps(_body(params={"name": "mcp__fx__echo", "requestState": "s", "_meta": ENVELOPE})).encode(),

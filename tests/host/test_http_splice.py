@@ -91,7 +91,9 @@ class _Front:
     def note_call_failure(self, tool: Any, kind: str, text: str) -> None:
         self.failures.append((kind, text))
 
-    async def call_tool_wire(self, ctx: Any, tool: Any, actor: Any, arguments: Any) -> dict[str, Any]:
+    async def call_tool_wire(
+        self, ctx: Any, tool: Any, actor: Any, arguments: Any, own_span: Any = None
+    ) -> dict[str, Any]:
         self.fast_calls += 1
         return {"content": [], "resultType": "complete"}
 

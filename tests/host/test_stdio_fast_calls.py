@@ -57,7 +57,9 @@ class _ToolCalls:
         self.cancelled = False
         self.log_first = False
 
-    async def call_tool_wire(self, ctx: Any, tool: Any, actor: Any, arguments: dict[str, Any] | None) -> Any:
+    async def call_tool_wire(
+        self, ctx: Any, tool: Any, actor: Any, arguments: dict[str, Any] | None, own_span: Any = None
+    ) -> Any:
         self.calls.append((ctx, arguments))
         self.started.set()
         if self.log_first:  # what ``HostCall.send_log`` sends for an upstream's log message of the call
@@ -173,12 +175,11 @@ async def test_what_the_call_raises_is_the_sdk_runners_error() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        _call(traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01"),  # trace context: the SDK's span path
         _call(progressToken=1),  # a progress token: the SDK path (``path_of``)
         _call(**{PROTOCOL_VERSION_META_KEY: "1999-01-01"}),  # the ladder refuses it: the SDK answers why
         json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "mcp__fx__echo"}}).encode(),
     ],
-    ids=["trace context", "progress token", "unsupported version", "no envelope"],
+    ids=["progress token", "unsupported version", "no envelope"],
 )
 async def test_calls_it_does_not_take_are_the_sdks(line: bytes) -> None:
     front, tracker = _Front(), SpliceTracker()
@@ -188,15 +189,19 @@ async def test_calls_it_does_not_take_are_the_sdks(line: bytes) -> None:
     assert splice.taken == {"sdk": 1} and front.tool_calls.calls == []
 
 
-async def test_nothing_is_taken_with_telemetry_on_or_without_the_links_nursery(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_telemetry_on_and_trace_context_keep_a_call_here_and_only_a_stopped_link_refuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Telemetry is a stage of the call, not a reason to leave for the SDK's server (issue 47)."""
     front, tracker = _Front(), SpliceTracker()
+    front.tool_calls.answer.set()
     async with _wired(front, tracker) as (splice, _):
         monkeypatch.setattr(TELEMETRY, "on", True)
-        assert splice.on_line(_call(1)) is False
+        assert splice.on_line(_call(1, traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01")) is True
         monkeypatch.setattr(TELEMETRY, "on", False)
         splice.fast.nursery = None  # the link stopped serving
         assert splice.on_line(_call(2)) is False
-    assert splice.taken == {"sdk": 2}
+    assert splice.taken == {"fast": 1, "sdk": 1}
 
 
 # -- a handshake-era host ----------------------------------------------------------------------------

@@ -128,7 +128,10 @@ async def test_I18_the_sdk_path_with_a_handshake_era_host_carries_its_trace_to_t
     _check_one_trace(recorded, upstream, host_transport="pipe")
 
 
-async def test_I18_the_fast_path_over_the_http_front_is_one_trace_with_a_tcp_server_span(tmp_path: Path) -> None:
+async def test_I18_the_http_fronts_own_answer_carries_a_hosts_trace_in_one_trace_with_our_tcp_server_span(
+    tmp_path: Path,
+) -> None:
+    """Telemetry on is no reason to leave the front's own answer: the SERVER span is ours, the POST upstream ours."""
     with Recorded.start() as recorded, trio.fail_after(BOUND_SEC):
         async with serve_traced_upstream() as upstream:
             config = write_settings(
@@ -144,7 +147,8 @@ async def test_I18_the_fast_path_over_the_http_front_is_one_trace_with_a_tcp_ser
                         async with open_http_host(url, TOKEN) as host:
                             with as_traced_host():
                                 await host.session.call_tool(ECHO, {"text": "hi"}, meta=HOST_META)
-                        assert dict(sidecar.front.fast_calls.taken) == {"fast": 1}
+                        assert link.fast_calls["/mcp"].taken["fast"] == 1, "answered by the front itself"
+                        assert dict(sidecar.front.fast_calls.taken) == {}, "the SDK's server never saw it"
                         nursery.cancel_scope.cancel()
     _check_one_trace(recorded, upstream, host_transport="tcp")
 
