@@ -12,7 +12,9 @@ What it reports:
   (``catalog.fusion.fuse``, what ``search_tools`` answers once the model is ready; and, to
   compare, reciprocal-rank fusion, ``fusion.rrf``, and progressive disclosure, the best
   server first and then its tools: ``Rankers.server_first``), overall, per
-  kind and for the hard ones. The embedded text is the sidecar's (``embedding_text``), with
+  kind, for the hard ones and for each half of the set: ``tune`` (the even-numbered requests,
+  on which any weight of the rankers is chosen) and ``held-out`` (the odd ones, which report
+  it). The embedded text is the sidecar's (``embedding_text``), with
   each server's line as the sidecar takes it (``semantic.about_line`` of the saved
   description or ``instructions``; ``--no-about`` leaves it out, to see what it adds).
 * **Speed**: query p50/p95 for lexical alone and for fused (the query's embedding, the
@@ -63,6 +65,8 @@ CATALOGS: Final = Path(__file__).with_name("catalogs")
 SET_FILE: Final = Path(__file__).with_name("retrieval_set.toml")
 LIMIT: Final = 5
 KINDS: Final = ("plain", "synonym", "multi-step", "near-duplicate")
+HALVES: Final = ("tune", "held-out")
+"""Any weight or setting of the rankers is chosen on ``tune`` alone and reported on ``held-out`` too."""
 TARGETS: Final = {"fused R@5": 0.85, "fused R@1": 0.55, "query p50 fused ms": 5.0, "query p50 lexical ms": 1.0}
 Ranker = Callable[[str], list[str]]
 
@@ -72,6 +76,8 @@ class Ask:
     ask: str
     tools: frozenset[str]
     kind: str
+    half: str
+    """``tune`` for the even-numbered requests (from 0, in the file's order), ``held-out`` for the odd ones."""
 
     @property
     def hard(self) -> bool:
@@ -80,7 +86,10 @@ class Ask:
 
 def load_set(path: Path = SET_FILE) -> list[Ask]:
     items = tomllib.loads(path.read_text(encoding="utf-8"))["queries"]
-    return [Ask(item["ask"], frozenset(item["tools"]), item["kind"]) for item in items]
+    return [
+        Ask(item["ask"], frozenset(item["tools"]), item["kind"], HALVES[number % 2])
+        for number, item in enumerate(items)
+    ]
 
 
 def load_catalogs() -> tuple[list[RegisteredTool], dict[str, str], list[types.Tool]]:
@@ -104,7 +113,7 @@ def scores(ranker: Ranker, asks: Sequence[Ask]) -> dict[str, dict[str, float]]:
         ranked = ranker(ask.ask)[:LIMIT]
         first = next((place for place, name in enumerate(ranked, start=1) if name in ask.tools), None)
         row = (float(first == 1), float(first is not None), 1.0 / first if first else 0.0)
-        for group in ("all", ask.kind, *(("hard",) if ask.hard else ())):
+        for group in ("all", ask.half, ask.kind, *(("hard",) if ask.hard else ())):
             groups[group].append(row)
     return {
         group: {
@@ -260,7 +269,7 @@ def token_share(
 
 
 def _print_quality(table: dict[str, dict[str, dict[str, float]]]) -> None:
-    groups = ["all", "hard", *KINDS]
+    groups = ["all", *HALVES, "hard", *KINDS]
     print(f"{'ranking':10} " + " ".join(f"{group:>22}" for group in groups))
     print(f"{'':10} " + " ".join(f"{'R@1  R@5  MRR@5 (n)':>22}" for _ in groups))
     for name, by_group in table.items():
