@@ -28,6 +28,7 @@ from supervisor.catalog.semantic import (
     SemanticUnavailable,
     about_line,
     embedding_text,
+    first_sentence,
     load_embedder,
 )
 from supervisor.catalog.semantic_engine import SemanticConfig, SemanticEngine
@@ -38,17 +39,20 @@ CATALOGS: Final = Path(__file__).parents[2] / "bench" / "catalogs"
 BOUND_SEC: Final = 60.0
 FOUND_ONLY_BY_WORDS: Final = {
     "stage these two files": "mcp__git__git_add",
-    "cut release 2.4.0 in jira": "mcp__atlassian__jira_create_version",
-    "find a notion page by its title": "mcp__notion__API-post-search",
+    "take a picture of what the page looks like": "mcp__playwright__browser_take_screenshot",
+    "accept the popup alert": "mcp__playwright__browser_handle_dialog",
 }
-"""Requests whose tool BM25 ranks in the first five and the embedding alone does not (measured)."""
+"""Requests whose tool BM25 ranks first and the embedding not in the first five (measured; the set's first three).
+
+The fused scores alone would leave most such tools out (the semantic weight is 0.8): ``fuse`` keeps the
+lexical ranking's first tool among the five, and these fail if it does not."""
 FOUND_ONLY_BY_MEANING: Final = {
-    "open a bug report on the project's repo": "mcp__github__create_issue",
-    "what's in this folder": "mcp__fs__list_directory",
-    "hit the Enter key": "mcp__playwright__browser_press_key",
-    "give that message a thumbs up": "mcp__slack__slack_add_reaction",
+    "find repositories about rust web frameworks": "mcp__github__search_repositories",
+    "make a brand new repo on github": "mcp__github__create_repository",
+    "reply on issue 42": "mcp__github__add_issue_comment",
+    "open notes.txt and show me its text": "mcp__fs__read_text_file",
 }
-"""Requests whose tool the embedding ranks in the first five and BM25 does not (measured)."""
+"""Requests whose tool the embedding ranks first and BM25 not in the first five (measured)."""
 
 
 @pytest.fixture(autouse=True)
@@ -112,12 +116,21 @@ def test_a_model_that_needs_a_path_or_a_missing_library_is_refused_with_what_to_
         load_embedder()
 
 
-def test_the_embedded_text_holds_the_server_the_name_in_words_the_description_and_the_arguments() -> None:
+def test_the_embedded_text_holds_the_server_the_name_in_words_and_the_descriptions_first_sentence() -> None:
     (entry,) = [e for e in saved_registry(["git"]).tool_entries() if e.key == "mcp__git__git_diff_staged"]
     text = embedding_text(entry, {"git": "a local git checkout"})
-    assert text.startswith("git: a local git checkout. git diff staged. ")
-    assert entry.shown.description is not None and entry.shown.description in text
-    assert "repo path" in text
+    assert text == "git: a local git checkout. git diff staged. Shows changes that are staged for commit"
+    assert "repo_path" in entry.shown.input_schema["properties"], "the arguments are the lexical index's alone"
+    (long,) = [e for e in saved_registry(["fs"]).tool_entries() if e.key == "mcp__fs__list_directory"]
+    assert embedding_text(long) == (
+        "fs. list directory. List Directory. Get a detailed listing of all files and directories in a specified path."
+    ), "the usage notes after the first sentence are the lexical index's alone"
+
+
+def test_a_first_sentence_ends_at_a_full_stop_question_or_exclamation_mark_before_a_space() -> None:
+    assert first_sentence("Read a file.  Then more.") == "Read a file."
+    assert first_sentence("Is it v1.2?\nYes.") == "Is it v1.2?"
+    assert first_sentence("No end\n  here") == "No end here"
 
 
 @pytest.mark.parametrize(
@@ -142,10 +155,20 @@ def test_a_servers_line_is_its_description_else_the_first_sentence_of_its_instru
 
 def test_fusion_adds_the_normalized_scores_and_breaks_ties_for_the_lexical_ranking() -> None:
     a, b, c = saved_registry(["time"]).tool_entries()[0], *saved_registry(["fetch", "thinking"]).tool_entries()
-    # b: half of the best BM25 and the best cosine (0.25 + 0.5); a: the best BM25 alone (0.5); c: the lowest cosine.
+    # b: half of the best BM25 and the best cosine (0.1 + 0.8); a: the best BM25 alone (0.2); c: the lowest cosine.
     assert [e.key for e in fuse([(a, 8.0), (b, 4.0)], [(b, 0.9), (c, 0.1)], 3)] == [b.key, a.key, c.key]
     assert [e.key for e in fuse([(a, 2.0)], [(c, 0.7)], 2)] == [a.key, c.key], "a tie goes to the words"
     assert [e.key for e in rrf([(a, 8.0), (b, 4.0)], [(b, 0.9), (c, 0.1)], 3)] == [b.key, a.key, c.key]
+
+
+def test_fusion_keeps_the_lexical_rankings_first_tool_among_the_answer_in_its_last_place() -> None:
+    first, *others = saved_registry(["github"]).tool_entries()[:11]
+    lexical = [(first, 9.0)]
+    semantic = [(entry, 0.9 - 0.05 * place) for place, entry in enumerate(others)]
+    # The ten semantic tools score 0.8 down to 0; first, the words' best alone, 0.2: eighth by the scores.
+    assert [e.key for e in fuse(lexical, semantic, 5)] == [e.key for e in others[:4]] + [first.key]
+    assert [e.key for e in fuse(lexical, semantic, 1)] == [others[0].key], "the first place is the scores'"
+    assert [e.key for e in fuse(lexical, semantic[:2], 5)] == [others[0].key, first.key, others[1].key]
 
 
 @pytest.fixture(scope="module")
