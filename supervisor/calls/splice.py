@@ -123,6 +123,8 @@ class SplicedCall:
     """Whether it is counted in flight on its server (``CallTracker.spliced``: a handshake-era upstream's)."""
     adopted: HostCall | None = None
     """The call as a ``HostCall``, once a handshake-era upstream's request to the host needed one (``adopt``)."""
+    failure: tuple[str, str] | None = None
+    """How it failed upstream, if it did: the ``UpstreamError``'s kind and text (warned of when it settles)."""
 
     def adopt(self) -> HostCall | None:
         """``calls.attribution.Adoptable``: built by the host half the first time, then the same one."""

@@ -32,6 +32,10 @@ from a hub (nothing is downloaded at run time):
 ==========================  ======================================================
 ``wordllama`` (default)     WordLlama's 256-d static embedding, whose weights and
                             tokenizer ship in the ``wordllama`` wheel (numpy only)
+``bert``                    a BERT-family sentence model run in numpy, no torch
+                            (``catalog.semantic_bert``): the directory ``path``, or
+                            without it all-MiniLM-L6-v2 as the ``search-minilm``
+                            extra's package ships it
 ``model2vec``               a model2vec static model from the directory ``path``
 ``sentence-transformers``   a sentence-transformers model directory at ``path``
                             (e.g. all-MiniLM-L6-v2; needs torch)
@@ -72,11 +76,14 @@ if TYPE_CHECKING:
 else:
     Vectors = Any
 
-MODELS: Final = ("wordllama", "model2vec", "sentence-transformers")
-"""What ``[supervisor.search] model`` may name (``path`` is required for all but ``wordllama``)."""
+MODELS: Final = ("wordllama", "bert", "model2vec", "sentence-transformers")
+"""What ``[supervisor.search] model`` may name (``path`` is required for all but ``wordllama`` and ``bert``)."""
 DEFAULT_MODEL: Final = "wordllama"
+PACKAGED: Final = ("wordllama", "bert")
+"""The models whose files a package ships (the ``search`` and ``search-minilm`` extras): ``path`` is optional."""
 _REQUIRES: Final = {
     "wordllama": "wordllama",
+    "bert": "safetensors",
     "model2vec": "model2vec",
     "sentence-transformers": "sentence_transformers",
 }
@@ -149,7 +156,8 @@ def available(model: str = DEFAULT_MODEL) -> str | None:
     if module is None:
         return f"unknown model {model!r} (one of {', '.join(MODELS)})"
     if importlib.util.find_spec("numpy") is None or importlib.util.find_spec(module) is None:
-        extra = "'trio-mcp-supervisor[search]'" if model == DEFAULT_MODEL else f"{model} (and its model's needs)"
+        extras = {"wordllama": "search", "bert": "search-minilm"}
+        extra = f"'trio-mcp-supervisor[{extras[model]}]'" if model in extras else f"{model} (and its model's needs)"
         return f"{module} is not installed: pip install {extra}"
     return None
 
@@ -160,7 +168,7 @@ def load_embedder(model: str = DEFAULT_MODEL, path: str | None = None) -> Embedd
     Raises:
         SemanticUnavailable: the library is missing, ``path`` is missing or wrong, or loading failed.
     """
-    if model in MODELS and model != "wordllama" and not path:
+    if model in MODELS and model not in PACKAGED and not path:
         raise SemanticUnavailable(f"model {model!r} needs 'path': a model directory on this machine")
     missing = available(model)
     if missing is not None:
@@ -175,6 +183,10 @@ def load_embedder(model: str = DEFAULT_MODEL, path: str | None = None) -> Embedd
     try:
         if model == "wordllama":
             return _WordLlama.load(path)
+        if model == "bert":
+            from supervisor.catalog.semantic_bert import load_bert  # noqa: PLC0415 - numpy and tokenizers
+
+            return load_bert(path)
         if model == "model2vec":
             return _Model2Vec.load(str(Path(path or "").expanduser()))
         return _SentenceTransformer.load(str(Path(path or "").expanduser()))
@@ -184,7 +196,8 @@ def load_embedder(model: str = DEFAULT_MODEL, path: str | None = None) -> Embedd
         raise SemanticUnavailable(f"could not load the {model} model: {exc}") from exc
 
 
-def _unit_rows(rows: Any) -> Vectors:
+def unit_rows(rows: Any) -> Vectors:
+    """``rows`` as a contiguous float32 matrix of unit-length rows (a zero row stays zero)."""
     import numpy as np  # noqa: PLC0415 - the search extra only
 
     matrix = np.asarray(rows, dtype=np.float32)
@@ -217,7 +230,7 @@ class _WordLlama:
         return cls(model, f"wordllama-{version}-l2_supercat_256@{folder}")
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        return _unit_rows(self.model.embed(list(texts), norm=True))
+        return unit_rows(self.model.embed(list(texts), norm=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +247,7 @@ class _Model2Vec:
         return cls(StaticModel.from_pretrained(path), f"model2vec@{path}")
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        return _unit_rows(self.model.encode(list(texts)))
+        return unit_rows(self.model.encode(list(texts)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +266,7 @@ class _SentenceTransformer:
         return cls(SentenceTransformer(path, device="cpu", local_files_only=True), f"sentence-transformers@{path}")
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        return _unit_rows(self.model.encode(list(texts), batch_size=64, normalize_embeddings=True))
+        return unit_rows(self.model.encode(list(texts), batch_size=64, normalize_embeddings=True))
 
 
 class VectorIndex:
@@ -294,5 +307,6 @@ __all__ = [
     "first_sentence",
     "load_embedder",
     "text_key",
+    "unit_rows",
     "words_of",
 ]

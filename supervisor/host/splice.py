@@ -7,7 +7,7 @@ request id (and, to a 2026-era upstream, our client's ``_meta`` envelope); the
 upstream's answer line is recognised by that id in its stdout pump before
 anything parses it as a message, and written to the host with the host's id,
 in the host's era's shape: a 2026-era host gets our ``serverInfo`` stamp and a
-``resultType`` (``host.fast_path.restamp``), a handshake-era host neither. No
+``resultType`` (``host.pipeline.shaped``), a handshake-era host neither. No
 task is spawned, no channel is crossed and no model is built per call. Where
 the eras differ in more than shape (a server's questions mid-call, log levels,
 input rounds), ``host.splice_rounds`` does what the SDK path would. What a call
@@ -69,17 +69,15 @@ from mcp.server.connection import Connection
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
-    LOG_LEVEL_META_KEY,
     PROTOCOL_VERSION_META_KEY,
 )
 from outcome import Outcome
 
 from supervisor.calls.attribution import HostCall
-from supervisor.calls.results import handshake_shaped
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
 from supervisor.host.call_paths import path_of, plain_call
-from supervisor.host.fast_path import restamp
+from supervisor.host.pipeline import error_content, outbound, settle, shaped, spliced_meta
 from supervisor.host.splice_lists import send_list_answer
 from supervisor.host.splice_rounds import (
     HandshakeRounds,
@@ -90,7 +88,6 @@ from supervisor.host.splice_rounds import (
 )
 from supervisor.host.splice_wire import HostWire
 from supervisor.host.stdio_fast_calls import StdioFastCalls, Tracker
-from supervisor.telemetry.spans import TELEMETRY, start_spliced_call
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import frame, load
 from supervisor.wire.pipes import DirectWrite
@@ -221,33 +218,26 @@ class HostSplice:
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         if tool.transforms_arguments:
             # A transform renames, defaults or injects arguments: re-encoded, not the host's bytes.
-            arguments, arguments_text = tool.upstream_arguments(plain.arguments), None
+            arguments, arguments_text = outbound(tool, plain.arguments), None
         else:
             arguments_span = spans.inner.get("arguments") if spans is not None else None
             arguments = plain.arguments
             arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
-        carrier = plain.carrier
-        meta = None
         host_meta = message["params"].get("_meta")
         # The host's own capabilities go to a 2026-era upstream, not ours (issue 30).
         if handshake:
             capabilities = None if connection is None else declared_capabilities(connection)
         else:
             capabilities = host_meta.get(CLIENT_CAPABILITIES_META_KEY)
-        if TELEMETRY.on:
-            call.trace = start_spliced_call(
-                plain.name, tool.raw_name, host_id, call.upstream_id, carrier,
-                server=actor.name, generation=actor.status.generation,
-                host_version=self.handshake_version if handshake else host_meta.get(PROTOCOL_VERSION_META_KEY),
-                upstream_version=actor.status.protocol_version, arguments=plain.arguments,
-            )  # fmt: skip
-            meta = call.trace.upstream_meta(splice.envelope_for(capabilities), carrier)
-        elif carrier is not None:
-            meta = {**splice.envelope_for(capabilities), **carrier}  # off: the trace context goes as it came
+        level = None
         if connection is not None:
             level = self.front.connection_log_level(connection) or "debug"  # as ``HostCall.log_level``
             call.log_level, call.arguments, call.arguments_text = level, arguments, arguments_text
-            meta = {**(splice.envelope_for(capabilities) if meta is None else meta), LOG_LEVEL_META_KEY: level}
+        meta = spliced_meta(
+            call, splice, actor, carrier=plain.carrier, capabilities=capabilities, level=level,
+            host_version=self.handshake_version if handshake else host_meta.get(PROTOCOL_VERSION_META_KEY),
+            front="stdio", arguments=plain.arguments,
+        )  # fmt: skip
         if not splice.submit(call, tool.raw_name, arguments, arguments_text, meta=meta, capabilities=capabilities):
             if call.trace is not None:
                 call.trace.discard()
@@ -324,8 +314,8 @@ class HostSplice:
         """Answer a promoted call's original request with its exchange's first round (``host.splice_rounds``)."""
         version = str((call.host_meta or {}).get(PROTOCOL_VERSION_META_KEY))  # a 2026 version (``plain_call``)
         outcome, message, failure = first_round_answer(call.host_id, result, self.restamp, version)
-        if failure is not None and self._by_host_id.get(call.host_id) is call:
-            self.front.note_call_failure(call.tool, type(failure).__name__, str(failure))
+        if failure is not None:
+            call.failure = (type(failure).__name__, str(failure))
         await self.write_answer(call, outcome, frame(message))
         self.flush()  # an exchange's task is not a pump: nobody else flushes for it
 
@@ -350,10 +340,10 @@ class HostSplice:
         handshake-era host neither (a handshake-era upstream's result as it came).
         """
         if self.handshake_version is not None:
-            return handshake_shaped(result)
+            return shaped(result, handshake=True, stamp={})
         if self._stamp is None:
             self._stamp = self.front.server.server_info_stamp
-        return restamp(result, self._stamp)  # shared, not copied: the result is encoded at once and dropped
+        return shaped(result, handshake=False, stamp=self._stamp)  # the stamp shared: encoded at once and dropped
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""
@@ -400,16 +390,13 @@ class HostSplice:
         if self._promoted and (promotion := self._promoted.get(call)) is not None:
             promotion.settle_failure(kind, text)  # the round waiting for it reads it as the general path's error
             return
-        if self._by_host_id.get(call.host_id) is call:
-            self.front.note_call_failure(call.tool, kind, text)
-        result = {"content": [{"type": "text", "text": text}], "isError": True}
-        await self.answer(call, outcome, {"jsonrpc": "2.0", "id": call.host_id, "result": self.restamp(result)})
+        call.failure = (kind, text)
+        answer = {"jsonrpc": "2.0", "id": call.host_id, "result": self.restamp(error_content(text))}
+        await self.answer(call, outcome, answer)
         self.flush()  # the deadline task and the transport's watcher are not pumps: nobody else flushes for them
 
     def _finish(self, call: SplicedCall, outcome: CallOutcome) -> None:
         self.tracker.settle(call.host_id)
         if call.counted and call not in self._promoted:  # a promoted call is in flight until its upstream ends
             self.front.calls.unspliced(call.tool.owner, call)
-        self.front.note_call(call.tool, outcome, trio.current_time() - call.started)
-        if call.trace is not None:
-            call.trace.finish(outcome)
+        settle(self.front, call.tool, outcome, call.started, failure=call.failure, trace=call.trace)

@@ -296,6 +296,6 @@ class HandshakeRounds:
             return  # the host cancelled the request: no answer is owed
         outcome, message, failure = answer
         if failure is not None:
-            self._front.note_call_failure(call.tool, type(failure).__name__, str(failure))
+            call.failure = (type(failure).__name__, str(failure))  # warned of as it settles (``host.pipeline``)
         await self._host.write_answer(call, outcome, frame(message))
         self._host.flush()  # a task of the exchange table is not a pump: nobody else flushes for it

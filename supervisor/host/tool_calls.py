@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import mcp_types as types
 import trio
@@ -32,28 +32,18 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import URL_ELICITATION_REQUIRED, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from opentelemetry.context import Context
 
 from supervisor.calls.attribution import HostCall
-from supervisor.calls.results import CallOutcome, handshake_shaped, sieved
+from supervisor.calls.results import CallOutcome, sieved
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.errors import UpstreamError, UpstreamTimeout
-from supervisor.host.fast_path import restamp
+from supervisor.host.pipeline import FrontKind, TaskTrace, outbound, settle, shaped
 from supervisor.server_actor import ServerActor
 from supervisor.telemetry.spans import (
     TELEMETRY,
-    CallSpan,
-    annotate_host_call,
-    covering_call,
-    current_context,
-    host_call_ended,
-    start_client_call,
-    start_host_call,
-    trace_carrier,
 )
 
 T = TypeVar("T")
-Front = Literal["stdio", "http"]
 logger = logging.getLogger(__name__)
 
 ToolCallResult = types.CallToolResult | types.InputRequiredResult | dict[str, Any]
@@ -124,7 +114,7 @@ class ToolCalls:
         # Right after start a host may call before every server has listed its tools: the
         # host asked for this very tool, so the route waits for the first attempts (``routing``).
         tool, actor = await front.route_tool(params.name)
-        arguments = tool.upstream_arguments(params.arguments)
+        arguments = outbound(tool, params.arguments)
 
         async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
             return await actor.call_tool(tool.raw_name, arguments, call)
@@ -140,7 +130,7 @@ class ToolCalls:
         actor: ServerActor,
         arguments: dict[str, Any] | None,
         *,
-        own_span: Front | None = None,
+        own_span: FrontKind | None = None,
     ) -> dict[str, Any]:
         """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, in the
         host's era's shape: restamped for a 2026-era host, ``handshake_shaped`` for a handshake-era one.
@@ -154,7 +144,7 @@ class ToolCalls:
         if self._front.shutting_down:
             finished: ToolCallResult = error_result(SHUTTING_DOWN_TEXT)
         else:
-            upstream_arguments = tool.upstream_arguments(arguments)
+            upstream_arguments = outbound(tool, arguments)
 
             async def send(call: HostCall) -> dict[str, Any]:
                 return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
@@ -163,13 +153,13 @@ class ToolCalls:
                 ctx, tool, actor, send, _is_error_wire, arguments=arguments, own_span=own_span
             )
             if isinstance(result, dict) and not modern_host:
-                return handshake_shaped(result)
+                return shaped(result, handshake=True, stamp={})
             finished = self._finished(result)
         if isinstance(finished, dict):
             return finished
         # A model here is the SDK's to sieve, but the fast path short-circuits the SDK's serialization.
-        shaped = sieved("tools/call", ctx.protocol_version, finished)
-        return restamp(shaped, self._front.server.server_info_stamp) if modern_host else shaped
+        sieve = sieved("tools/call", ctx.protocol_version, finished)
+        return shaped(sieve, handshake=False, stamp=self._front.server.server_info_stamp) if modern_host else sieve
 
     def _finished(self, result: Any) -> ToolCallResult:
         """What the host gets: an error result for an ``UpstreamError``'s text, a wire result restamped.
@@ -182,7 +172,7 @@ class ToolCalls:
         if isinstance(result, str):
             return error_result(result)
         if isinstance(result, dict):
-            return restamp(result, self._front.server.server_info_stamp)
+            return shaped(result, handshake=False, stamp=self._front.server.server_info_stamp)
         return cast(types.CallToolResult | types.InputRequiredResult, result)
 
     async def _run(
@@ -194,7 +184,7 @@ class ToolCalls:
         is_error: Callable[[T], bool],
         *,
         arguments: dict[str, Any] | None,
-        own_span: Front | None = None,
+        own_span: FrontKind | None = None,
     ) -> T | str:
         """Forward one tools/call; an ``UpstreamError`` comes back as its message (the caller makes the error result).
 
@@ -205,31 +195,19 @@ class ToolCalls:
         started = trio.current_time()
         outcome: CallOutcome = "cancelled"
         result: T | None = None
-        host_span = None
-        own: CallSpan | None = None
         error: MCPError | None = None
+        failure: tuple[str, str] | None = None
+        spans = None
         if TELEMETRY.on:  # off: this check is all the telemetry a call costs
-            stdio = ctx.request is None if own_span is None else own_span == "stdio"
-            if own_span is not None:
-                own = start_host_call(
-                    tool.key, ctx.request_id, trace_carrier(ctx.meta), server=actor.name,
-                    generation=actor.status.generation, host_version=ctx.protocol_version, stdio=stdio,
-                    arguments=arguments,
-                )  # fmt: skip
-            else:
-                host_span = annotate_host_call(
-                    server=actor.name, generation=actor.status.generation, stdio=stdio, arguments=arguments
-                )
-            send = _traced(
-                tool, actor, send, is_error, arguments, parent=current_context() if own is None else own.context
-            )
+            spans = TaskTrace(tool, actor, ctx, own=own_span, arguments=arguments)
+            send = spans.around(actor, send, is_error)
         try:
             result = await front.forward(ctx, actor, f"tools/call {tool.key}", send)
             outcome = "tool_error" if is_error(result) else "ok"
             return result
         except UpstreamError as exc:
             outcome = "timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"
-            front.note_call_failure(tool, type(exc).__name__, str(exc))
+            failure = (type(exc).__name__, str(exc))
             return str(exc)
         except MCPError as exc:
             outcome, error = "rpc_error", exc
@@ -237,70 +215,9 @@ class ToolCalls:
                 front.remember_url_elicitations(ctx, actor, exc)
             raise
         finally:
-            front.note_call(tool, outcome, trio.current_time() - started)
-            if host_span is not None:
-                host_call_ended(host_span, outcome, result)
-            elif own is not None:
-                code, message = (error.code, error.error.message) if error is not None else (None, None)
-                own.end(outcome, code=code, message=message, result=result)
-
-
-def _traced(
-    tool: RegisteredTool,
-    actor: ServerActor,
-    send: Callable[[HostCall], Awaitable[T]],
-    is_error: Callable[[T], bool],
-    arguments: dict[str, Any] | None,
-    *,
-    parent: Context,
-) -> Callable[[HostCall], Awaitable[T]]:
-    """``send`` inside a CLIENT span for the upstream request, parented on the host's SERVER span.
-
-    The span is made where the request runs: in the handler's task, or in an
-    exchange's (a 2026-era host of a handshake-era server, ``host.exchanges``),
-    so the parent (the host call's SERVER span) is taken in the handler. It covers what the actor does
-    for the call (the fail-fast of a server that is not ready, the
-    ``tool_timeout_sec`` bound), so a timeout and an unavailable server have
-    their ``error.type`` too. The host's arguments are recorded (with
-    ``capture_content``), never what a transform injected.
-    """
-    stdio = actor.settings.transport == "stdio"
-
-    async def traced_send(call: HostCall) -> T:
-        status = actor.status
-        span = start_client_call(
-            tool.raw_name,
-            server=actor.name,
-            generation=status.generation,
-            protocol_version=status.protocol_version,
-            stdio=stdio,
-            parent=parent,
-            arguments=arguments,
-        )
-        with covering_call(span, tool.raw_name):
-            try:
-                result = await send(call)
-            except BaseException as exc:
-                _end_failed(span, exc)
-                raise
-        span.end("tool_error" if is_error(result) else "ok", result=result)
-        return result
-
-    return traced_send
-
-
-def _end_failed(span: CallSpan, exc: BaseException) -> None:
-    """End an upstream request's CLIENT span that raised ``exc``: the same outcomes as the metrics count."""
-    if isinstance(exc, UpstreamTimeout):
-        span.end("timeout")
-    elif isinstance(exc, UpstreamError):
-        span.end("unavailable")
-    elif isinstance(exc, MCPError):
-        span.end("rpc_error", code=exc.code, message=exc.error.message)
-    elif isinstance(exc, Exception):
-        span.end("error", error_type=type(exc).__qualname__)
-    else:  # cancelled: the host gave up, or the sidecar is stopping
-        span.end("cancelled")
+            settle(front, tool, outcome, started, failure=failure)
+            if spans is not None:
+                spans.end(outcome, result, error)
 
 
 def _is_error_model(result: types.CallToolResult | types.InputRequiredResult | dict[str, Any]) -> bool:

@@ -25,8 +25,8 @@ from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor.calls.results import wire_result_shaped
 from supervisor.config.loader import load_settings
-from supervisor.host.fast_path import restamp
 from supervisor.host.front import Front
+from supervisor.host.pipeline import shaped
 from supervisor.host.relay import Relay
 from supervisor.ops.metrics import PREFIX
 from supervisor.root import Supervisor
@@ -192,9 +192,11 @@ def test_only_complete_results_with_a_content_list_or_input_required_ones_count_
 def test_restamping_replaces_the_upstreams_server_info_and_keeps_its_other_meta() -> None:
     ours = {"name": "mcp-supervisor", "version": "1"}
     upstream = {"content": [], "_meta": {SERVER_INFO_META_KEY: {"name": "fx"}, "x/trace": 7}}
-    assert restamp(upstream, ours) == {
+    assert shaped(upstream, handshake=False, stamp=ours) == {
         "content": [],
         "_meta": {SERVER_INFO_META_KEY: ours, "x/trace": 7},
         "resultType": "complete",
     }
-    assert restamp({"content": [], "resultType": "complete"}, ours)["_meta"] == {SERVER_INFO_META_KEY: ours}
+    assert shaped({"content": [], "resultType": "complete"}, handshake=False, stamp=ours)["_meta"] == {
+        SERVER_INFO_META_KEY: ours
+    }

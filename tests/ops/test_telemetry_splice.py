@@ -97,7 +97,11 @@ def wire() -> Iterator[Wire]:
         upstream.attach(stdin, None)
         upstream.set_envelope(UPSTREAM_ENVELOPE)
         tool = SimpleNamespace(
-            raw_name="echo", owner="fx", source=SimpleNamespace(output_schema=None), transforms_arguments=False
+            key="mcp__fx__echo",
+            raw_name="echo",
+            owner="fx",
+            source=SimpleNamespace(output_schema=None),
+            transforms_arguments=False,
         )
         actor = SimpleNamespace(
             name="fx",

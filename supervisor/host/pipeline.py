@@ -1,0 +1,314 @@
+"""A host's ``tools/call``, stage by stage: the one place each per-call concern is applied (issue 47).
+
+Whichever front read a call (stdio, HTTP) and whichever leg sends it upstream
+(the stdio wire splice, our own POST, the SDK's session), it goes through the
+same stages, in this order. ``host.call_paths`` decides which runner carries a
+call; the runners call the stages below and nothing else applies a concern.
+
+1. **view wall, pin guard**: only the view's names route, and a withheld
+   tool routes nowhere (``Front.route``; on the SDK path ``Front.route_tool``,
+   which waits for the first attempts);
+2. **transform**: public name to raw, hidden and defaulted arguments (``outbound``);
+3. **span**: the host's SERVER span and the upstream request's CLIENT span
+   (``spliced_meta`` on the splice; ``TaskTrace`` for a call a task runs);
+4. **envelope**: what the request carries in ``_meta``, our envelope with the
+   host's capabilities, trace context, a log level (``spliced_meta``; for a
+   call a task runs, ``Upstream._interactive``);
+5. **send and attribution**: the leg (``upstream.splice``, ``upstream.http_calls``,
+   the SDK's session), and progress, logs and questions back to the call's
+   host (``calls.attribution``);
+6. **heal**: a JSON-RPC error first re-lists the server's tools (I8:
+   ``ServerActor.heal_unknown_tool``, from ``HostRequests._call`` and
+   ``UpstreamSplice.deliver``);
+7. **shape**: the result in the host's era's shape, with our ``serverInfo`` (``shaped``);
+8. **settle**: the failure warning, the metrics, the spans' end (``settle``).
+
+``docs/architecture.md`` has the same as a table.
+
+Pure functions over the call and its front: no I/O, no state; the runners
+call them in their own tasks (or, on the splice, in the upstream's stdout
+pump), synchronously.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+import trio
+from mcp import MCPError
+from mcp_types import LOG_LEVEL_META_KEY, SERVER_INFO_META_KEY
+
+from supervisor.calls.results import CallOutcome, handshake_shaped
+from supervisor.errors import UpstreamError, UpstreamTimeout
+from supervisor.telemetry.spans import (
+    TELEMETRY,
+    CallSpan,
+    annotate_host_call,
+    covering_call,
+    current_context,
+    host_call_ended,
+    start_client_call,
+    start_host_call,
+    start_spliced_call,
+    trace_carrier,
+)
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext
+    from mcp_types import LoggingLevel
+    from opentelemetry.trace import Span
+
+    from supervisor.calls.attribution import HostCall
+    from supervisor.calls.splice import SplicedCall
+    from supervisor.catalog.registry import RegisteredTool
+    from supervisor.config.servers import ServerSettings
+    from supervisor.ops.status import ServerStatus
+    from supervisor.telemetry.spans import SplicedTrace
+
+T = TypeVar("T")
+FrontKind = Literal["stdio", "http"]
+"""Which front read the call (its SERVER span's transport)."""
+
+
+class TracedActor(Protocol):
+    """What a call's spans read of the actor serving it (``ServerActor``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> ServerStatus: ...
+
+    @property
+    def settings(self) -> ServerSettings: ...
+
+
+class Enveloping(Protocol):
+    """The generation's splice a call goes on (``upstream.splice.UpstreamSplice``): our envelope for its request."""
+
+    def envelope_for(self, capabilities: Any) -> dict[str, Any]: ...
+
+
+class SettlingFront(Protocol):
+    """What settling a call needs of its Front (``host.front.Front``)."""
+
+    def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None: ...
+
+    def note_call_failure(self, tool: RegisteredTool, kind: str, text: str) -> None: ...
+
+
+# -- 2. transform --------------------------------------------------------------------
+
+
+def outbound(tool: RegisteredTool, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The host's arguments as the upstream takes them (``catalog.transforms``; unchanged without a transform)."""
+    return tool.upstream_arguments(arguments)
+
+
+# -- 3. span ---------------------------------------------------------------------------
+
+
+def open_host_span(
+    tool: RegisteredTool,
+    host_id: str | int | None,
+    host_meta: Mapping[str, Any] | None,
+    *,
+    generation: int,
+    host_version: str | None,
+    front: FrontKind,
+    arguments: Any,
+) -> CallSpan:
+    """The SERVER span of a call the SDK's server does not see (telemetry on), parented on the host's ``_meta``."""
+    return start_host_call(
+        tool.key, host_id, trace_carrier(host_meta), server=tool.owner, generation=generation,
+        host_version=host_version, stdio=front == "stdio", arguments=arguments,
+    )  # fmt: skip
+
+
+def trace_spliced(
+    call: SplicedCall,
+    actor: TracedActor,
+    carrier: dict[str, Any] | None,
+    *,
+    host_version: str | None,
+    front: FrontKind,
+    arguments: Any,
+) -> SplicedTrace:
+    """A spliced call's two spans (telemetry on): the SERVER span on the host's trace, its CLIENT span."""
+    status = actor.status
+    call.trace = start_spliced_call(
+        call.tool.key, call.tool.raw_name, call.host_id, call.upstream_id, carrier,
+        server=call.tool.owner, generation=status.generation, host_version=host_version,
+        upstream_version=status.protocol_version, arguments=arguments, stdio=front == "stdio",
+    )  # fmt: skip
+    return call.trace
+
+
+class TaskTrace:
+    """The spans of a call a task runs (telemetry on): the host's SERVER span and each upstream request's CLIENT span.
+
+    The SERVER span is ours (``own``: the front that read the call, which the
+    SDK's server never saw) or the SDK middleware's, annotated. ``around``
+    wraps the upstream request in a CLIENT span parented on it, made where
+    the request runs (the handler's task, or an exchange's: a 2026-era host of a
+    handshake-era server, ``host.exchanges``). The CLIENT span covers what the
+    actor does for the call (the fail-fast of a server that is not ready, the
+    ``tool_timeout_sec`` bound), so a timeout and an unavailable server have
+    their ``error.type`` too. The host's arguments are recorded (with
+    ``capture_content``), never what a transform injected.
+    """
+
+    __slots__ = ("_arguments", "_own", "_parent", "_sdk_span", "_tool")
+
+    def __init__(
+        self,
+        tool: RegisteredTool,
+        actor: TracedActor,
+        ctx: ServerRequestContext[Any],
+        *,
+        own: FrontKind | None,
+        arguments: dict[str, Any] | None,
+    ) -> None:
+        self._tool = tool
+        self._arguments = arguments
+        generation = actor.status.generation
+        stdio = ctx.request is None if own is None else own == "stdio"
+        self._own: CallSpan | None = None
+        self._sdk_span: Span | None = None
+        if own is not None:
+            self._own = open_host_span(
+                tool, ctx.request_id, ctx.meta, generation=generation, host_version=ctx.protocol_version,
+                front=own, arguments=arguments,
+            )  # fmt: skip
+            self._parent = self._own.context
+        else:
+            self._sdk_span = annotate_host_call(
+                server=actor.name, generation=generation, stdio=stdio, arguments=arguments
+            )
+            self._parent = current_context()
+
+    def around(
+        self, actor: TracedActor, send: Callable[[HostCall], Awaitable[T]], is_error: Callable[[T], bool]
+    ) -> Callable[[HostCall], Awaitable[T]]:
+        """``send`` inside a CLIENT span for the upstream request, parented on the host's SERVER span."""
+        tool, arguments, parent = self._tool, self._arguments, self._parent
+        stdio = actor.settings.transport == "stdio"
+
+        async def traced_send(call: HostCall) -> T:
+            status = actor.status
+            span = start_client_call(
+                tool.raw_name, server=actor.name, generation=status.generation,
+                protocol_version=status.protocol_version, stdio=stdio, parent=parent, arguments=arguments,
+            )  # fmt: skip
+            with covering_call(span, tool.raw_name):
+                try:
+                    result = await send(call)
+                except BaseException as exc:
+                    _end_failed(span, exc)
+                    raise
+            span.end("tool_error" if is_error(result) else "ok", result=result)
+            return result
+
+        return traced_send
+
+    def end(self, outcome: CallOutcome, result: Any, error: MCPError | None) -> None:
+        """The host's call ended: say how on its SERVER span (ours ends here; the SDK's ends in its middleware)."""
+        if self._sdk_span is not None:
+            host_call_ended(self._sdk_span, outcome, result)
+        elif self._own is not None:
+            code, message = (error.code, error.error.message) if error is not None else (None, None)
+            self._own.end(outcome, code=code, message=message, result=result)
+
+
+def _end_failed(span: CallSpan, exc: BaseException) -> None:
+    """End an upstream request's CLIENT span that raised ``exc``: the same outcomes as the metrics count."""
+    if isinstance(exc, UpstreamTimeout):
+        span.end("timeout")
+    elif isinstance(exc, UpstreamError):
+        span.end("unavailable")
+    elif isinstance(exc, MCPError):
+        span.end("rpc_error", code=exc.code, message=exc.error.message)
+    elif isinstance(exc, Exception):
+        span.end("error", error_type=type(exc).__qualname__)
+    else:  # cancelled: the host gave up, or the sidecar is stopping
+        span.end("cancelled")
+
+
+# -- 4. envelope -------------------------------------------------------------------------
+
+
+def spliced_meta(
+    call: SplicedCall,
+    splice: Enveloping,
+    actor: TracedActor,
+    *,
+    carrier: dict[str, Any] | None,
+    capabilities: Any,
+    level: LoggingLevel | None,
+    host_version: str | None,
+    front: FrontKind,
+    arguments: Any,
+) -> dict[str, Any] | None:
+    """The ``_meta`` a spliced call's request carries when it is more than our envelope (None: just that).
+
+    Telemetry on: the call's spans start (``trace_spliced``) and our CLIENT
+    span's context goes upstream, with the host's baggage. Off: the host's trace
+    context goes as it came. A handshake-era host's call to a 2026-era upstream
+    names the host's log ``level``. ``capabilities``: the host's, declared
+    upstream instead of ours (issue 30).
+    """
+    meta: dict[str, Any] | None = None
+    if TELEMETRY.on:
+        trace = trace_spliced(call, actor, carrier, host_version=host_version, front=front, arguments=arguments)
+        meta = trace.upstream_meta(splice.envelope_for(capabilities), carrier)
+    elif carrier is not None:  # a handshake-era upstream's envelope is empty: the context alone
+        meta = {**splice.envelope_for(capabilities), **carrier}
+    if level is not None:
+        meta = {**(meta or splice.envelope_for(capabilities)), LOG_LEVEL_META_KEY: level}
+    return meta
+
+
+# -- 7. shape ----------------------------------------------------------------------------
+
+
+def shaped(result: dict[str, Any], *, handshake: bool, stamp: dict[str, Any]) -> dict[str, Any]:
+    """A wire result (ours: edited in place) as the host's era shows it.
+
+    A 2026-era host gets our ``serverInfo`` stamp in ``_meta`` (replaced, not
+    written into) and a ``resultType``, as the SDK's ``_serialize`` gives a
+    2026-era result; a handshake-era host neither (``handshake_shaped``).
+    """
+    if handshake:
+        return handshake_shaped(result)
+    meta = result.get("_meta")
+    result["_meta"] = {**meta, SERVER_INFO_META_KEY: stamp} if isinstance(meta, dict) else {SERVER_INFO_META_KEY: stamp}
+    if result.get("resultType") is None:
+        result["resultType"] = "complete"
+    return result
+
+
+def error_content(text: str) -> dict[str, Any]:
+    """The error result a host gets for a call that failed before or upstream, as a wire result (to be shaped)."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+# -- 8. settle ---------------------------------------------------------------------------
+
+
+def settle(
+    front: SettlingFront,
+    tool: RegisteredTool,
+    outcome: CallOutcome,
+    started: float,
+    *,
+    failure: tuple[str, str] | None = None,
+    trace: SplicedTrace | None = None,
+) -> None:
+    """The call is over: the failure warning (``failure``: the ``UpstreamError``'s kind and text), the metrics, and
+    the spliced call's spans end (a task's call ends its own: ``host.tool_calls``)."""
+    if failure is not None:
+        front.note_call_failure(tool, *failure)
+    front.note_call(tool, outcome, trio.current_time() - started)
+    if trace is not None:
+        trace.finish(outcome)
