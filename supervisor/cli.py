@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(describe_settings(settings))
             return EXIT_OK
         if command == "logout":
-            from supervisor.login import logout  # noqa: PLC0415
+            from supervisor.commands.login import logout  # noqa: PLC0415
 
             logout(settings, args.server)
             return EXIT_OK
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _let_trio_take_interrupts()
         match command:
             case "login":
-                from supervisor.login import login  # noqa: PLC0415
+                from supervisor.commands.login import login  # noqa: PLC0415
 
                 trio.run(login, settings, args.server)
                 return EXIT_OK
@@ -123,7 +123,7 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
                 early.release_cpus()
                 await serve(settings, early, view=args[0])
                 return EXIT_OK
-            from supervisor import oneshot  # noqa: PLC0415  (the same import)
+            from supervisor.commands import oneshot  # noqa: PLC0415  (the same import)
 
             early.release_cpus()
             if command == "tools":
@@ -131,7 +131,7 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
             if command == "tokens":
                 return await oneshot.tokens(settings, *args, early=early)
             if command == "pins":
-                from supervisor.pin_commands import pins  # noqa: PLC0415  (the same import)
+                from supervisor.commands.pins import pins  # noqa: PLC0415  (the same import)
 
                 return await pins(settings, *args, early=early)
             return await oneshot.call(settings, *args, early=early)

@@ -26,6 +26,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from supervisor.auth.oauth import build_run_auth, client_metadata, machine_provider, record_step_up
 from supervisor.auth.token_store import FileTokenStorage, file_signature, forget, token_file
+from supervisor.commands.login import LoginFailed, _count_step_up_login
 from supervisor.compat.oauth import (
     ISSUER_ERRORS,
     MAX_AUTHORIZATIONS_PER_STEP_UP,
@@ -41,7 +42,6 @@ from supervisor.config.check import describe_settings
 from supervisor.config.loader import load_settings
 from supervisor.config.servers import OAuthSettings, ServerSettings
 from supervisor.errors import ConfigError, UpstreamUnavailable
-from supervisor.login import LoginFailed, _count_step_up_login
 
 URL: Final = "https://remote.example/mcp"
 ISSUER: Final = "https://auth.remote.example"

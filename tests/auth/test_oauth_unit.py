@@ -26,13 +26,13 @@ from mcp.shared.auth import OAuthToken
 from supervisor.auth.oauth import TOKEN_POLL_SEC, client_metadata, needs_login_message
 from supervisor.auth.token_store import FileTokenStorage, TokenFileRefused, file_signature, token_file
 from supervisor.catalog.registry import Kind, Registry
+from supervisor.commands.login import RedirectListener, open_redirect_listener
 from supervisor.compat.oauth import SupervisorOAuthProvider
 from supervisor.compat.oauth_context import refresh_margin_sec
 from supervisor.config.check import describe_settings
 from supervisor.config.loader import load_settings
 from supervisor.config.servers import OAuthSettings, ReconnectSettings, ServerSettings
 from supervisor.errors import ConfigError, UpstreamNeedsLogin
-from supervisor.login import RedirectListener, open_redirect_listener
 from supervisor.ops.status import ServerStatus
 from supervisor.server_actor import ServerActor
 from tests.fakes import FakeServer, FakeSession, tool
