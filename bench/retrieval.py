@@ -234,7 +234,7 @@ def _python(code: str, *args: str) -> str:
 
 def model_costs(model: str, path: str | None, runs: int) -> dict[str, float]:
     """RSS without and with the model, its load time, and its library's import time: medians of fresh interpreters."""
-    module = {"sentence-transformers": "sentence_transformers"}.get(model, model)
+    module = {"sentence-transformers": "sentence_transformers", "bert": "tokenizers"}.get(model, model)
     probes = [json.loads(_python(_RSS_PROBE, model, path or "")) for _ in range(runs)]
     imports = [float(_python(_IMPORT_PROBE, module)) for _ in range(runs)]
     return {
@@ -336,8 +336,8 @@ async def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--model", default="wordllama", help="wordllama | model2vec | sentence-transformers")
-    parser.add_argument("--path", default=None, help="the model's directory (all but wordllama)")
+    parser.add_argument("--model", default="wordllama", help="wordllama | bert | model2vec | sentence-transformers")
+    parser.add_argument("--path", default=None, help="the model's directory (all but wordllama; bert: optional)")
     parser.add_argument("--no-about", action="store_true", help="leave each server's line out of its tools' texts")
     args = parser.parse_args()
     trio.run(lambda: run(args.quick, args.model, args.path, not args.no_about))

