@@ -35,10 +35,11 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
 2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
    a 2026-era host, over either front; ``params`` as for the splice, but
    ``_meta`` may hold anything but a progress token (a log level included);
-   the name is routed now; no ``outputSchema``; the server's generation is
+   the name is routed now (a tool's ``outputSchema`` is checked in a stage:
+   ``host.pipeline.check_output``); the server's generation is
    ready, of either era, over any transport. Saves the SDK's models of the
-   request and result; to a 2026-era streamable-HTTP upstream (with telemetry
-   off) also the SDK's client transport and dispatcher: the request is its own
+   request and result; to a 2026-era streamable-HTTP upstream also the SDK's
+   client transport and dispatcher: the request is its own
    POST (``upstream.http_calls``; on our own HTTP/1.1 connections where httpx
    would add nothing: ``upstream.http1``). Over the HTTP front, a call of this row whose
    ``_meta`` is the envelope and at most a log level skips the SDK's HTTP
@@ -61,7 +62,6 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
      (over HTTP: its questions mid-call), or with other ``_meta``;
    * a progress token: the upstream's notices need a token of ours;
    * ``inputResponses`` or ``requestState``: an input round's retry;
-   * an ``outputSchema``: the SDK validates structured content against it;
    * a name not routed yet: only this path waits for the first attempts;
    * params of an unexpected shape: the SDK reports the validation error.
 
@@ -146,10 +146,10 @@ def path_of(
     if call is None or routed is None:
         return "sdk"
     tool, actor = routed
-    upstream = actor.ready_upstream if tool.source.output_schema is None else None
+    upstream = actor.ready_upstream
     if upstream is None:
         return "sdk"
-    splice = upstream.splice
+    splice = upstream.splice if tool.source.output_schema is None else None  # bytes: nothing checks the schema
     # The HTTP front's own answer: a 2026-era host's calls to 2026-era servers (no trace context: the fast path
     # carries it), a handshake-era session's to either (its trace context goes upstream as it came).
     spliced_front = stdio_host or (

@@ -20,8 +20,10 @@ call; the runners call the stages below and nothing else applies a concern.
 6. **heal**: a JSON-RPC error first re-lists the server's tools (I8:
    ``ServerActor.heal_unknown_tool``, from ``HostRequests._call`` and
    ``UpstreamSplice.deliver``);
-7. **shape**: the result in the host's era's shape, with our ``serverInfo`` (``shaped``);
-8. **settle**: the failure warning, the metrics, the spans' end (``settle``).
+7. **output schema**: a tool that declares one gets structured content that
+   conforms, checked once (``check_output``), as the SDK's client checks it;
+8. **shape**: the result in the host's era's shape, with our ``serverInfo`` (``shaped``);
+9. **settle**: the failure warning, the metrics, the spans' end (``settle``).
 
 ``docs/architecture.md`` has the same as a table.
 
@@ -33,7 +35,7 @@ pump), synchronously.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 import trio
 from mcp import MCPError
@@ -267,6 +269,59 @@ def spliced_meta(
     if level is not None:
         meta = {**(meta or splice.envelope_for(capabilities)), LOG_LEVEL_META_KEY: level}
     return meta
+
+
+# -- 6b. output schema -------------------------------------------------------------------
+
+MAX_VALIDATORS: Final = 4096
+"""Compiled output-schema validators kept (a catalog's worth); the table is replaced whole when full."""
+_validators: dict[int, tuple[Any, Any]] = {}
+
+
+def check_output(tool: RegisteredTool, result: dict[str, Any]) -> None:
+    """A complete, non-error result of a tool that declares an ``outputSchema`` carries structured content that
+    conforms to it: checked once, here, with the texts the SDK's client raises on the SDK path.
+
+    Raises:
+        RuntimeError: No structured content, content that does not conform, or a schema that is not one.
+    """
+    schema = tool.source.output_schema
+    if schema is None or result.get("isError") is True or result.get("resultType") == "input_required":
+        return
+    name = tool.raw_name
+    if "structuredContent" not in result:
+        raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+    from jsonschema import exceptions  # type: ignore[import-untyped]  # noqa: PLC0415  (paid by a tool with a schema)
+    from referencing.exceptions import Unresolvable  # noqa: PLC0415
+
+    try:
+        error = exceptions.best_match(_validator(name, schema).iter_errors(result["structuredContent"]))
+    except Unresolvable as exc:
+        raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from exc
+    if error is not None:
+        raise RuntimeError(f"Invalid structured content returned by tool {name}: {error}") from error
+
+
+def _validator(name: str, schema: dict[str, Any]) -> Any:
+    """The compiled validator of ``schema`` (compiling costs ~60x a validation), kept while the schema lives."""
+    global _validators  # noqa: PLW0603  (replaced whole when full, never edited from two tasks at once)
+    held = _validators.get(id(schema))
+    if held is not None and held[0] is schema:
+        return held[1]
+    from jsonschema import SchemaError  # noqa: PLC0415
+    from jsonschema.validators import validator_for  # type: ignore[import-untyped]  # noqa: PLC0415
+    from referencing import Registry  # noqa: PLC0415
+
+    kind = validator_for(schema)
+    try:
+        kind.check_schema(schema)
+    except SchemaError as exc:
+        raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from exc
+    if len(_validators) >= MAX_VALIDATORS:
+        _validators = {}
+    validator = kind(schema, registry=Registry())  # $refs resolve within the schema and the metaschemas only
+    _validators[id(schema)] = (schema, validator)  # the schema is held: its id is not reused
+    return validator
 
 
 # -- 7. shape ----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome, sieved
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.errors import UpstreamError, UpstreamTimeout
-from supervisor.host.pipeline import FrontKind, TaskTrace, outbound, settle, shaped
+from supervisor.host.pipeline import FrontKind, TaskTrace, check_output, outbound, settle, shaped
 from supervisor.server_actor import ServerActor
 from supervisor.telemetry.spans import (
     TELEMETRY,
@@ -147,7 +147,9 @@ class ToolCalls:
             upstream_arguments = outbound(tool, arguments)
 
             async def send(call: HostCall) -> dict[str, Any]:
-                return await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
+                result = await actor.call_tool_wire(tool.raw_name, upstream_arguments, call)
+                check_output(tool, result)
+                return result
 
             result: Any = await self._run(
                 ctx, tool, actor, send, _is_error_wire, arguments=arguments, own_span=own_span
@@ -213,6 +215,9 @@ class ToolCalls:
             outcome, error = "rpc_error", exc
             if exc.code == URL_ELICITATION_REQUIRED:
                 front.remember_url_elicitations(ctx, actor, exc)
+            raise
+        except Exception:  # the host gets the SDK's error for it (an output schema not met, say)
+            outcome = "rpc_error"
             raise
         finally:
             settle(front, tool, outcome, started, failure=failure)

@@ -116,7 +116,8 @@ DECISIONS = [
     ("2026", "stdio", {**PLAIN, "name": 7}, _routed(_generation()), "sdk"),
     ("2026", "stdio", PLAIN, None, "sdk"),
     ("2026", "stdio", PLAIN, _routed(None), "sdk"),
-    ("2026", "stdio", PLAIN, _routed(_generation(), output_schema={"type": "object"}), "sdk"),
+    ("2026", "stdio", PLAIN, _routed(_generation(), output_schema={"type": "object"}), "fast"),  # checked in a stage
+    ("handshake", "stdio", BARE, _routed(_generation(), output_schema={"type": "object"}), "fast"),
 ]  # fmt: skip
 
 
@@ -231,7 +232,9 @@ FAST_CASES = [
     pytest.param(_ctx({**PLAIN, "inputResponses": {}}), {}, "general", id="SDK: an input round's retry"),
     pytest.param(_ctx({**PLAIN, "arguments": [1]}), {}, "general", id="SDK: params of an unexpected shape"),
     pytest.param(_ctx({**PLAIN, "name": "mcp__fx__other"}), {}, "general", id="SDK: a name not routed yet"),
-    pytest.param(_ctx(PLAIN), {"output_schema": {"type": "object"}}, "general", id="SDK: an outputSchema"),
+    pytest.param(
+        _ctx(PLAIN), {"output_schema": {"type": "object"}}, "fast", id="fast: an outputSchema (a stage checks it)"
+    ),
     pytest.param(_ctx(PLAIN), {"ready_upstream": None}, "general", id="SDK: a generation that is not ready"),
 ]
 
