@@ -186,7 +186,8 @@ def load_embedder(model: str = DEFAULT_MODEL, path: str | None = None) -> Embedd
         if model == "bert":
             from supervisor.catalog.semantic_bert import load_bert  # noqa: PLC0415 - numpy and tokenizers
 
-            return load_bert(path)
+            bert: Embedder = load_bert(path)
+            return bert
         if model == "model2vec":
             return _Model2Vec.load(str(Path(path or "").expanduser()))
         return _SentenceTransformer.load(str(Path(path or "").expanduser()))

