@@ -141,8 +141,9 @@ def modern_request_context(
     ``meta`` is the request's ``_meta`` as it came.
     """
     connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
+    channel = _ResponseChannel(notify, progress_token_of(params))
     return ServerRequestContext(
-        session=ServerSession(cast(Any, _ResponseChannel(notify)), connection),
+        session=ServerSession(cast(Any, channel), connection),
         lifespan_context=None,
         protocol_version=verdict.protocol_version,
         method=method,
@@ -152,16 +153,45 @@ def modern_request_context(
     )
 
 
+def progress_token_of(params: Mapping[str, Any] | None) -> Any:
+    """The host's progress token in a request's ``_meta`` (None: it asked for no progress)."""
+    meta = params.get("_meta") if params else None
+    return meta.get("progressToken") if isinstance(meta, Mapping) else None
+
+
+async def notify_progress(
+    notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]],
+    token: Any,
+    progress: float,
+    total: float | None,
+    message: str | None,
+) -> None:
+    """``DispatchContext.progress`` for a channel of ours: a ``notifications/progress`` against the host's
+    ``token``, as the SDK's JSON-RPC dispatcher sends it (nothing without a token)."""
+    if token is None:
+        return
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = total
+    if message is not None:
+        params["message"] = message
+    await notify("notifications/progress", params)
+
+
 class _ResponseChannel:
     """A 2026 HTTP request's ``DispatchContext`` as a ``ServerSession`` uses it: notices onto its response."""
 
     can_send_request = False
 
-    def __init__(self, notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]]) -> None:
+    def __init__(self, notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]], token: Any = None) -> None:
         self.notify_on_response = notify
+        self._token = token
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
         await self.notify_on_response(method, params)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        await notify_progress(self.notify_on_response, self._token, progress, total, message)
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         raise NoBackChannelError(method)

@@ -33,8 +33,10 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    run in the sidecar (``host.http_handshake_calls``, with its conditions on
    the POST and the session).
 2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
-   a 2026-era host, over either front; ``params`` as for the splice, but
-   ``_meta`` may hold anything but a progress token (a log level included);
+   a 2026-era host, over either front; ``params`` as for the splice, or an
+   input round's retry (``inputResponses``, ``requestState``), and ``_meta``
+   may hold anything (a log level, a progress token: the upstream's notices
+   reach the host through the call's own channel, ``compat.sdk.notify_progress``);
    the name is routed now (a tool's ``outputSchema`` is checked in a stage:
    ``host.pipeline.check_output``); the server's generation is
    ready, of either era, over any transport. Saves the SDK's models of the
@@ -48,7 +50,7 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    From a stdio host, such a call skips the SDK's stdio server in the same way:
    the wire splice hands it to ``host.stdio_fast_calls``, which runs it off the
    host wire. **A handshake-era stdio host's** call takes this
-   row too when its ``_meta`` holds at most trace context and the server's
+   row too when its ``_meta`` holds at most trace context and a progress token and the server's
    generation is 2026-era (over HTTP, or over stdio with its splice not ready):
    such a server asks nothing mid-call, its input rounds are run in the sidecar
    (``Upstream.call_tool_wire``), its log messages are asked for at the host's
@@ -60,8 +62,8 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
      call not taken by its POST's conditions): the SDK serves its era's shapes;
    * a handshake-era host's call to a handshake-era server off the splice
      (over HTTP: its questions mid-call), or with other ``_meta``;
-   * a progress token: the upstream's notices need a token of ours;
-   * ``inputResponses`` or ``requestState``: an input round's retry;
+   * a handshake-era host's progress token to a handshake-era server off the splice;
+   * a retry whose ``inputResponses`` the SDK's model refuses: the SDK says why;
    * a name not routed yet: only this path waits for the first attempts;
    * params of an unexpected shape: the SDK reports the validation error.
 
@@ -73,8 +75,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+import mcp_types as types
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.telemetry.spans import trace_carrier
@@ -91,6 +95,8 @@ ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KE
 """The 2026 per-request envelope: ours replaces the host's upstream, as on the SDK path."""
 _TRACE_META_KEYS: Final = frozenset(TRACE_KEYS)
 _SPLICE_META_KEYS: Final = ENVELOPE_KEYS | _TRACE_META_KEYS
+_HANDSHAKE_FAST_META_KEYS: Final = _TRACE_META_KEYS | {"progressToken"}
+_RETRY_PARAMS: Final = PLAIN_PARAMS | {"inputResponses", "requestState"}
 
 
 @dataclass(slots=True)
@@ -103,32 +109,60 @@ class PlainCall:
     """The host's trace-context keys of ``_meta`` (None: it has none, the usual case)."""
     spliceable: bool
     """Whether ``_meta`` holds only what the splice forwards (the envelope and trace context)."""
+    handshake_fast: bool = False
+    """A handshake-era host's: whether ``_meta`` holds only what its fast path carries (trace context, a
+    progress token)."""
 
 
 def plain_call(params: Any, *, handshake_host: bool) -> PlainCall | None:
     """``params`` of a call as the splice and fast path read them; None: only the SDK path can take it.
 
     ``handshake_host``: the host speaks a handshake era (its requests carry no envelope).
+    A 2026-era host's input-round retry (``inputResponses``, ``requestState``) is
+    plain for the fast path, once its responses read as the SDK would read them.
     """
-    if not isinstance(params, dict) or not PLAIN_PARAMS.issuperset(params):
-        return None  # inputResponses, requestState, or something new
+    if not isinstance(params, dict):
+        return None
+    retry = not PLAIN_PARAMS.issuperset(params)
+    if retry and (handshake_host or not _RETRY_PARAMS.issuperset(params) or not _retry_reads(params)):
+        return None  # something new, or a retry the SDK must refuse with its own error
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
         return None
     meta = params.get("_meta")
     if meta is None:
-        return PlainCall(name, arguments, None, handshake_host)
-    if not isinstance(meta, dict) or meta.get("progressToken") is not None:
+        return PlainCall(name, arguments, None, handshake_host, handshake_host)
+    if not isinstance(meta, dict):
         return None
+    progress = meta.get("progressToken") is not None
     if handshake_host:
-        spliceable = _TRACE_META_KEYS.issuperset(meta)
-    elif ENVELOPE_KEYS.issuperset(meta):  # the usual 2026 call: nothing else to look at
+        spliceable = not progress and _TRACE_META_KEYS.issuperset(meta)
+        fast = _HANDSHAKE_FAST_META_KEYS.issuperset(meta)
+        return PlainCall(name, arguments, trace_carrier(meta) if spliceable else None, spliceable, fast)
+    if not retry and not progress and ENVELOPE_KEYS.issuperset(meta):  # the usual 2026 call: nothing else to read
         return PlainCall(name, arguments, None, meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS)
-    else:
-        spliceable = (
-            _SPLICE_META_KEYS.issuperset(meta) and meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS
-        )
+    spliceable = (
+        not retry
+        and not progress
+        and _SPLICE_META_KEYS.issuperset(meta)
+        and meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS
+    )
     return PlainCall(name, arguments, trace_carrier(meta) if spliceable else None, spliceable)
+
+
+def _retry_reads(params: dict[str, Any]) -> bool:
+    """Whether a retry's ``inputResponses`` and ``requestState`` read as the SDK's request model reads them."""
+    state = params.get("requestState")
+    if state is not None and not isinstance(state, str):
+        return False
+    responses = params.get("inputResponses")
+    if responses is None:
+        return True
+    try:
+        types.InputResponseRequestParams.model_validate({"inputResponses": responses})
+    except ValidationError:
+        return False
+    return True
 
 
 def path_of(
@@ -158,5 +192,5 @@ def path_of(
     if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"
     if handshake_host:  # a call to a 2026-era server: its rounds run in the sidecar, off the SDK
-        return "fast" if (stdio_host or http_answer) and call.spliceable and upstream.modern else "sdk"
+        return "fast" if (stdio_host or http_answer) and call.handshake_fast and upstream.modern else "sdk"
     return "fast"

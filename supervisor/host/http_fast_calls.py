@@ -77,9 +77,9 @@ if TYPE_CHECKING:
 MAX_SCHEMAS: Final = 4096
 """Tool schemas whose ``x-mcp-header`` verdict is kept (a catalog's worth)."""
 
-_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY} | frozenset(TRACE_KEYS)
-"""What ``_meta`` may hold: the envelope, a log level (the call's log messages ride its own response), and trace
-context (upstream as it came; with telemetry on, the call's own spans parent on it)."""
+_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY, "progressToken"} | frozenset(TRACE_KEYS)
+"""What ``_meta`` may hold: the envelope, a log level and a progress token (the call's log messages and progress ride
+its own response), and trace context (upstream as it came; with telemetry on, the call's own spans parent on it)."""
 
 Notify = Callable[[str, "Mapping[str, Any] | None"], Awaitable[None]]
 Run = Callable[[Notify], Awaitable[dict[str, Any]]]

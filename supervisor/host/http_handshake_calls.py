@@ -69,7 +69,7 @@ from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor.calls.attribution import HostCall
-from supervisor.compat.sdk import request_context_on
+from supervisor.compat.sdk import notify_progress, progress_token_of, request_context_on
 from supervisor.compat.sdk_sessions import hold, live_session
 from supervisor.host.call_paths import path_of, plain_call
 from supervisor.host.http_answers import PostAnswer, PostHeaders
@@ -153,6 +153,7 @@ class HandshakeCalls:
         if path == "fast":
             assert plain is not None and routed is not None and isinstance(params, dict)
             asker = PostAsker(self, session_id, connection)
+            asker.progress_token = progress_token_of(params)
             release = hold(transport)  # the session stays open while the call runs
 
             def done() -> None:
@@ -255,6 +256,8 @@ class PostAsker:
         self._session_id = session_id
         self.connection = connection
         self.stream: PostAnswer | None = None
+        self.progress_token: Any = None
+        """The host's progress token, for a call run on the fast path (``host.http_handshake_fast``)."""
         self._waiting: set[_Question] = set()
         self._closed = False
 
@@ -273,6 +276,9 @@ class PostAsker:
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
         if not self._closed and self.stream is not None:
             await self.stream.notice(method, params)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        await notify_progress(self.notify, self.progress_token, progress, total, message)
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         """Ask the host ``method`` on the call's response; its result, or its error raised as ``MCPError``.

@@ -55,7 +55,7 @@ from mcp.server.runner import modern_error_data
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import LOG_LEVEL_META_KEY, ErrorData
 
-from supervisor.compat.sdk import modern_request_context, request_context_on
+from supervisor.compat.sdk import modern_request_context, notify_progress, progress_token_of, request_context_on
 from supervisor.host.call_paths import ENVELOPE_KEYS
 from supervisor.host.tool_calls import handshake_error_data
 from supervisor.telemetry.conventions import TRACE_KEYS
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from supervisor.server_actor import ServerActor
 
 
-_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY} | frozenset(TRACE_KEYS)
+_TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY, "progressToken"} | frozenset(TRACE_KEYS)
 
 Write = Callable[[bytes], Awaitable[None]]
 """Writes one framed line to the host wire (``host.splice_wire.HostWire.write_line``)."""
@@ -126,7 +126,7 @@ class StdioFastCalls:
         if host_id in self._running:
             return False
         if connection is not None:
-            outbound = _HostWire(connection.outbound, self._notify)
+            outbound = _HostWire(connection.outbound, self._notify, progress_token_of(params))
             ctx = request_context_on(
                 connection, "tools/call", host_id, params, outbound=outbound, meta=params.get("_meta")
             )
@@ -191,12 +191,21 @@ class _HostWire:
 
     can_send_request = True
 
-    def __init__(self, connection_outbound: Any, notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]]):
+    def __init__(
+        self,
+        connection_outbound: Any,
+        notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]],
+        progress_token: Any = None,
+    ) -> None:
         self._connection_outbound = connection_outbound
         self._notify = notify
+        self._token = progress_token
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
         await self._notify(method, params)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        await notify_progress(self._notify, self._token, progress, total, message)
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
         result: dict[str, Any] = await self._connection_outbound.send_raw_request(method, params, opts)

@@ -7,10 +7,11 @@ standard way (``OTEL_TRACES_EXPORTER=otlp``, ``http/protobuf``, a short
 ``OTEL_BSP_SCHEDULE_DELAY``) to a tiny OTLP/HTTP receiver this test runs on
 port 0 (``otel_support.open_otlp_receiver``), which decodes what arrives. A
 real ``mcp.Client`` host sends ``traceparent``, ``tracestate`` and ``baggage``
-in ``_meta`` through each path: the SDK path (a handshake-era host), the fast
-path (the HTTP front) and the splice (a 2026-era host over stdio). Which path
-carried a call shows in its SERVER span's instrumentation scope: the splice
-makes its own (``mcp-supervisor``), the others annotate the SDK middleware's.
+in ``_meta`` through each path: the SDK path (a handshake-era host), the HTTP
+front's own answer and the splice (a 2026-era host over stdio). Which path
+carried a call shows in its SERVER span's instrumentation scope: the fronts'
+own answers and the splice make their own (``mcp-supervisor``), the SDK path
+annotates the SDK middleware's.
 """
 
 from __future__ import annotations
@@ -108,17 +109,15 @@ async def _one_trace(receiver: OtlpReceiver, *, host_transport: str, scope: str)
     assert CANARY not in "".join(s.raw for s in receiver.spans if s.service == "mcp-supervisor")
 
 
-async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
-    del progress, total, message
+SDK_PATH_META: Final = {**HOST_META, "x-test/sdk-path": True}
+"""A handshake-era host's ``_meta`` with a key of its own: only the SDK path takes such a call (``call_paths``)."""
 
 
 async def test_I18_the_sdk_path_carries_a_handshake_era_hosts_trace_to_a_real_upstream(tmp_path: Path) -> None:
     with trio.fail_after(BOUND_SEC):
         async with _stdio_host(tmp_path, "legacy") as (host, receiver):
-            # A progress token keeps the call on the SDK path (a plain one would cross the splice).
-            await host.session.call_tool(
-                ECHO, {"text": f"{CANARY}-argument"}, meta=HOST_META, progress_callback=_no_progress
-            )
+            # A key of the host's own in _meta keeps the call on the SDK path (a plain one would cross the splice).
+            await host.session.call_tool(ECHO, {"text": f"{CANARY}-argument"}, meta=SDK_PATH_META)
             await _one_trace(receiver, host_transport="pipe", scope=SDK_TRACER_NAME)
 
 
@@ -130,7 +129,7 @@ async def test_I18_the_splice_carries_a_2026_era_stdio_hosts_trace_to_a_real_ups
             await _one_trace(receiver, host_transport="pipe", scope="mcp-supervisor")
 
 
-async def test_I18_the_fast_path_carries_an_http_hosts_trace_to_a_real_upstream_and_meters_both_sides(
+async def test_I18_the_http_fronts_own_answer_carries_an_http_hosts_trace_to_a_real_upstream_and_meters_both_sides(
     tmp_path: Path,
 ) -> None:
     with trio.fail_after(BOUND_SEC):
@@ -141,8 +140,9 @@ async def test_I18_the_fast_path_carries_an_http_hosts_trace_to_a_real_upstream_
                 open_http_host(sidecar.url, sidecar.token) as host,
             ):
                 assert host.modern
+                await host.wait_tools(lambda names: ECHO in names)  # routed: the front's own answer takes it
                 await host.session.call_tool(ECHO, {"text": f"{CANARY}-argument"}, meta=HOST_META)
-                await _one_trace(receiver, host_transport="tcp", scope=SDK_TRACER_NAME)
+                await _one_trace(receiver, host_transport="tcp", scope="mcp-supervisor")
                 await receiver.wait_for(
                     lambda: {C.SERVER_DURATION, C.CLIENT_DURATION} <= receiver.metric_names,
                     what="the duration histograms",
@@ -156,15 +156,15 @@ async def test_I18_the_fast_path_carries_an_http_hosts_trace_to_a_real_upstream_
 async def test_I18_a_timeout_an_error_answer_and_a_lost_upstream_each_have_an_error_type(
     tmp_path: Path, mode: ConnectMode
 ) -> None:
-    # The handshake-era host's calls carry a progress token: the SDK path (else they cross the splice too).
-    progress: dict[str, Any] = {} if mode == "auto" else {"progress_callback": _no_progress}
+    # The handshake-era host's calls carry a key of their own in _meta: the SDK path (else they cross the splice too).
+    meta = HOST_META if mode == "auto" else SDK_PATH_META
     with trio.fail_after(BOUND_SEC):
         async with _stdio_host(tmp_path, mode, tool_timeout_sec=scaled(1)) as (host, receiver):
-            slow = await host.session.call_tool("mcp__fx__slow", {"seconds": 30}, meta=HOST_META, **progress)
+            slow = await host.session.call_tool("mcp__fx__slow", {"seconds": 30}, meta=meta)
             assert slow.is_error
             with pytest.raises(MCPError):
-                await host.session.call_tool("mcp__fx__invalid_params", {}, meta=HOST_META, **progress)
-            assert (await host.session.call_tool("mcp__fx__crash", {}, meta=HOST_META, **progress)).is_error
+                await host.session.call_tool("mcp__fx__invalid_params", {}, meta=meta)
+            assert (await host.session.call_tool("mcp__fx__crash", {}, meta=meta)).is_error
 
             def ended(name: str) -> bool:
                 return bool(_ours(receiver, name, "SPAN_KIND_CLIENT"))

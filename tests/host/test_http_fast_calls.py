@@ -188,14 +188,9 @@ PASSED_ON: Final = [
     pytest.param(json.dumps({k: v for k, v in _body().items() if k != "id"}).encode(), HEADERS, id="no-id"),
     pytest.param(json.dumps(_body(id=True)).encode(), HEADERS, id="bool-id"),
     pytest.param(
-        json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, "progressToken": 1}})).encode(),
+        json.dumps(_body(params={"name": "mcp__fx__echo", "inputResponses": [1], "_meta": ENVELOPE})).encode(),
         HEADERS,
-        id="progress-token",
-    ),
-    pytest.param(
-        json.dumps(_body(params={"name": "mcp__fx__echo", "requestState": "s", "_meta": ENVELOPE})).encode(),
-        HEADERS,
-        id="input-round-retry",
+        id="a-retry-the-sdks-model-refuses",
     ),
     pytest.param(
         json.dumps(_body(params={"name": "mcp__fx__nope", "_meta": ENVELOPE})).encode(),
@@ -271,6 +266,29 @@ async def test_a_calls_log_messages_turn_its_answer_into_an_event_stream_in_orde
     assert [m.get("method") for m in messages[:2]] == ["notifications/message"] * 2
     assert messages[2] == {"jsonrpc": "2.0", "id": 7, "result": {"content": [], "resultType": "complete"}}
     assert [e["more_body"] for e in events] == [True, True, False]
+
+
+async def test_a_calls_progress_rides_its_answers_event_stream_against_the_hosts_token() -> None:
+    """A progress token keeps the call here (issue 47): its notices are events of the call's own response."""
+
+    async def progress(arguments: Any) -> dict[str, Any]:
+        (ctx,) = front.contexts
+        await ctx.session.report_progress(1, 2, "one of two")  # what HostCall.report_progress does
+        return {"content": [], "resultType": "complete"}
+
+    front = _FakeFront(progress)
+    body = json.dumps(_body(params={"name": "mcp__fx__echo", "_meta": {**ENVELOPE, "progressToken": 42}}))
+    app, sdk, sent = await _post(front, body.encode())
+    assert app.taken == {"fast": 1} and sdk.bodies == []
+    start, *events = sent
+    assert (b"content-type", b"text/event-stream") in start["headers"]
+    messages = [json.loads(e["body"].removeprefix(b"event: message\r\ndata: ")) for e in events]
+    assert messages[0] == {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": 42, "progress": 1, "total": 2, "message": "one of two"},
+    }
+    assert messages[1]["id"] == 7 and "result" in messages[1]
 
 
 async def test_a_silent_call_commits_to_an_event_stream_and_pings_until_its_answer(

@@ -73,7 +73,8 @@ class _Front:
             upstream_arguments=lambda arguments: arguments,
         )
         self.actor = SimpleNamespace(
-            ready_upstream=SimpleNamespace(splice=upstream.splice), heal_unknown_tool=upstream.heal_unknown_tool
+            ready_upstream=SimpleNamespace(splice=upstream.splice, modern=upstream.splice.modern),
+            heal_unknown_tool=upstream.heal_unknown_tool,
         )
         self.server = SimpleNamespace(server_info_stamp=STAMP)
         self.shutting_down = shutting_down

@@ -56,6 +56,7 @@ class _ToolCalls:
         self.result: dict[str, Any] | Exception = RESULT
         self.cancelled = False
         self.log_first = False
+        self.progress_first = False
 
     async def call_tool_wire(
         self, ctx: Any, tool: Any, actor: Any, arguments: dict[str, Any] | None, own_span: Any = None
@@ -66,6 +67,8 @@ class _ToolCalls:
             params = types.LoggingMessageNotificationParams(level="info", data="working")
             notice = types.LoggingMessageNotification(params=params)
             await ctx.session.send_notification(notice, related_request_id=ctx.request_id)
+        if self.progress_first:  # what ``HostCall.report_progress`` does for an upstream's progress notice
+            await ctx.session.report_progress(0.5, 1.0, "half")
         try:
             await self.answer.wait()
         except trio.Cancelled:
@@ -147,6 +150,29 @@ async def test_a_calls_log_messages_go_on_the_wire_before_its_answer() -> None:
     assert answer["id"] == 7 and answer["result"] == RESULT
 
 
+@pytest.mark.parametrize("handshake", [False, True], ids=["2026-host", "handshake-host"])
+async def test_a_calls_progress_goes_on_the_wire_against_the_hosts_token_before_its_answer(handshake: bool) -> None:
+    """A progress token keeps the call here (issue 47): its notices take the call's own channel."""
+    front, tracker = _Front(), SpliceTracker()
+    front.tool_calls.progress_first = True
+    if handshake:
+        _handshake(front)
+    with trio.fail_after(BOUND_SEC):
+        async with _wired(front, tracker) as (splice, wire):
+            if handshake:
+                splice.handshake_version = HANDSHAKE
+            assert splice.on_line(_bare_call(progressToken="p-1") if handshake else _call(progressToken="p-1"))
+            notice = json.loads(await wire.receive())
+            front.tool_calls.answer.set()
+            answer = json.loads(await wire.receive())
+    assert notice == {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": "p-1", "progress": 0.5, "total": 1.0, "message": "half"},
+    }
+    assert answer["id"] == 7 and answer["result"] == RESULT and splice.taken == {"fast": 1}
+
+
 async def test_the_hosts_cancel_ends_the_call_unanswered() -> None:
     front, tracker = _Front(), SpliceTracker()
     with trio.fail_after(BOUND_SEC):
@@ -175,11 +201,10 @@ async def test_what_the_call_raises_is_the_sdk_runners_error() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        _call(progressToken=1),  # a progress token: the SDK path (``path_of``)
         _call(**{PROTOCOL_VERSION_META_KEY: "1999-01-01"}),  # the ladder refuses it: the SDK answers why
         json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "mcp__fx__echo"}}).encode(),
     ],
-    ids=["progress token", "unsupported version", "no envelope"],
+    ids=["unsupported version", "no envelope"],
 )
 async def test_calls_it_does_not_take_are_the_sdks(line: bytes) -> None:
     front, tracker = _Front(), SpliceTracker()
@@ -291,6 +316,6 @@ async def test_a_handshake_hosts_call_before_its_connection_is_known_or_with_oth
         splice.handshake_version = HANDSHAKE
         assert splice.on_line(_bare_call(1)) is False  # the SDK has not answered its initialize yet
         _handshake(front)
-        assert splice.on_line(_bare_call(2, progressToken=1)) is False
+        assert splice.on_line(_bare_call(2, custom=1)) is False  # _meta of its own: the SDK's
         assert splice.on_line(_bare_call(3, **{LOG_LEVEL_META_KEY: "info"})) is False
     assert splice.taken == {"sdk": 3} and front.tool_calls.calls == []
