@@ -8,8 +8,9 @@ returns. Nothing here starts or stops a process.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import trio
 
@@ -27,6 +28,17 @@ TOOL: Final = {
     "relay_ahead": "echo",
 }
 """Each variant's name for the fixture's echo tool (the relays of ``bench.relay_floor`` pass names through)."""
+PROGRESS_ENV: Final = "BENCH_P2_PROGRESS"
+"""``1``: every measured call of every variant carries a progress token (issue 47: what a token costs a call;
+the echo tool reports no progress, so this is the cost of carrying one, not of forwarding notices)."""
+
+
+async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
+    del progress, total, message
+
+
+CALL_OPTIONS: Final[dict[str, Any]] = {"progress_callback": _no_progress} if os.environ.get(PROGRESS_ENV) == "1" else {}
+"""What each measured call passes to ``call_tool`` besides its name and arguments (``PROGRESS_ENV``)."""
 
 
 async def _warm_up(host: Host, tool: str) -> None:
@@ -50,7 +62,7 @@ async def _measure_c1_interleaved(hosts: dict[str, Host], calls: int, text: str 
     for i in range(calls):
         for variant in variants[i % len(variants) :] + variants[: i % len(variants)]:
             t0 = trio.current_time()
-            result = await hosts[variant].session.call_tool(TOOL[variant], {"text": text})
+            result = await hosts[variant].session.call_tool(TOOL[variant], {"text": text}, **CALL_OPTIONS)
             latencies[variant].append(trio.current_time() - t0)
             if result.is_error:
                 raise RuntimeError(f"{TOOL[variant]} failed: {result}")
@@ -60,7 +72,7 @@ async def _measure_c1_interleaved(hosts: dict[str, Host], calls: int, text: str 
 async def _measure_large(host: Host, tool: str, calls: int) -> float:
     start = trio.current_time()
     for _ in range(calls):
-        result = await host.session.call_tool(tool, {"text": LARGE_TEXT})
+        result = await host.session.call_tool(tool, {"text": LARGE_TEXT}, **CALL_OPTIONS)
         if result.is_error:
             raise RuntimeError(f"{tool} failed: {result}")
     return calls / (trio.current_time() - start)
@@ -73,7 +85,7 @@ async def _measure_concurrent(host: Host, tool: str, calls: int, concurrency: in
         nonlocal remaining
         while remaining > 0:
             remaining -= 1  # no await between check and decrement: atomic under trio
-            result = await host.session.call_tool(tool, {"text": "x"})
+            result = await host.session.call_tool(tool, {"text": "x"}, **CALL_OPTIONS)
             if result.is_error:
                 raise RuntimeError(f"{tool} failed: {result}")
 
