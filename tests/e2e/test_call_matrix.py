@@ -181,9 +181,14 @@ async def cancel(target: Target) -> None:
 
 
 async def question(target: Target) -> None:
+    asked = len(target.events("asked"))
     result = await target.host.call(target.public("elicit"))
     assert not result.is_error, result
     assert text_of(result) == f'elicited: accept {{"name": "{target.recorder.name}"}}'
+    # The upstream asked once, in its own era: an input round (2026), or a request to the host (handshake).
+    era = {"era": "2026"} if target.cell.server == "modern" else {}
+    asked_as = [{k: v for k, v in e.items() if k not in ("event", "pid")} for e in target.events("asked")[asked:]]
+    assert asked_as == [{"method": "elicitation/create", **era}]
 
 
 async def heal(target: Target) -> None:
