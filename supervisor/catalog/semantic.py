@@ -32,8 +32,8 @@ from a hub (nothing is downloaded at run time):
 ==========================  ======================================================
 ``wordllama`` (default)     WordLlama's 256-d static embedding, whose weights and
                             tokenizer ship in the ``wordllama`` wheel (numpy only)
-``bert``                    a BERT-family sentence model run in numpy, no torch
-                            (``catalog.semantic_bert``): the directory ``path``, or
+``bert``                    a BERT-family sentence model, no torch: onnxruntime or
+                            numpy (``catalog.semantic_bert``): the directory ``path``, or
                             without it all-MiniLM-L6-v2 as the ``search-minilm``
                             extra's package ships it
 ``model2vec``               a model2vec static model from the directory ``path``

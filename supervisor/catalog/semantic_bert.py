@@ -20,8 +20,8 @@ README prints for this model, and the two runtimes against each other).
 
 What it costs (``bench p7``, this 2-core box): ~90 MB of float32 weights; a query ~4 ms
 with onnxruntime, ~9 ms with numpy (a forward pass over ~12 tokens is ~20 M
-multiply-adds per token through 42 MB of weights); 5,000 tools ~1 min of one core, in
-the engine's worker thread.
+multiply-adds per token through 42 MB of weights); 5,000 tools ~30 s (onnxruntime) to
+~50 s (numpy) of one core, in the engine's worker thread.
 
 Concurrency: nothing here awaits; ``load`` and ``embed`` block (run them in a worker
 thread, as ``catalog.semantic_engine`` does). A loaded model is never changed.

