@@ -86,7 +86,9 @@ class HostRequests:
         ok = isinstance(up, Upstream) and self.status.state == "ready" and self.stopping_reason is None
         return cast(Upstream, up) if ok else None
 
-    async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
+    async def call_tool_wire(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None
+    ) -> dict[str, Any]:
         """``call_tool``, with the result as the upstream's raw JSON object (bounds, errors and heal the same)."""
         return await self._call(raw_name, lambda up: cast(Upstream, up).call_tool_wire(raw_name, arguments, call))
 

@@ -32,6 +32,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import URL_ELICITATION_REQUIRED, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome, sieved
@@ -104,7 +105,8 @@ class ToolCalls:
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """The SDK path: the request and result as the SDK's models."""
+        """The SDK path: the SDK's server hands the request over as its model and takes the result as one; in
+        between, the call is ``call_tool_wire``'s, like every other."""
         front = self._front
         if front.shutting_down:
             return error_result(SHUTTING_DOWN_TEXT)
@@ -114,14 +116,16 @@ class ToolCalls:
         # Right after start a host may call before every server has listed its tools: the
         # host asked for this very tool, so the route waits for the first attempts (``routing``).
         tool, actor = await front.route_tool(params.name)
-        arguments = outbound(tool, params.arguments)
-
-        async def send(call: HostCall) -> types.CallToolResult | types.InputRequiredResult:
-            return await actor.call_tool(tool.raw_name, arguments, call)
-
-        result: Any = await self._run(ctx, tool, actor, send, _is_error_model, arguments=params.arguments)
-        finished = self._finished(result)
-        return types.CallToolResult.model_validate(finished) if isinstance(finished, dict) else finished
+        result = await self.call_tool_wire(ctx, tool, actor, params.arguments)
+        try:  # the SDK's handler returns its model (its server sieves and stamps it)
+            if result.get("resultType") == "input_required":
+                return types.InputRequiredResult.model_validate(result)
+            return types.CallToolResult.model_validate(result)
+        except ValidationError as exc:  # shaped like a result (``wire_result_shaped``), but not a valid one
+            what = f"tools/call {tool.raw_name}"
+            return error_result(
+                f"server {actor.name!r}: {what} returned an invalid result ({exc.error_count()} errors)"
+            )
 
     async def call_tool_wire(
         self,
@@ -223,12 +227,6 @@ class ToolCalls:
             settle(front, tool, outcome, started, failure=failure)
             if spans is not None:
                 spans.end(outcome, result, error)
-
-
-def _is_error_model(result: types.CallToolResult | types.InputRequiredResult | dict[str, Any]) -> bool:
-    if isinstance(result, dict):
-        return result.get("isError") is True
-    return isinstance(result, types.CallToolResult) and result.is_error
 
 
 def _is_error_wire(result: dict[str, Any] | types.InputRequiredResult) -> bool:

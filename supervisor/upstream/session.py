@@ -161,60 +161,41 @@ class Upstream:
     async def call_tool(
         self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None = None
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Call one tool by its raw name for ``call``.
+        """``call_tool_wire``'s result as the SDK's model, without the server's ``serverInfo`` stamp (the one-shot
+        ``call`` command prints it).
 
         An ``MCPError`` the server answered with is re-raised unchanged (the host
         must see the original error); a dead connection becomes ``UpstreamUnavailable``.
         """
-        result = await self._interactive(f"tools/call {raw_name}", call, self._call_tool_sender(raw_name, arguments))
-        return cast(types.CallToolResult | types.InputRequiredResult, result)
+        result = await self.call_tool_wire(raw_name, arguments, call)
+        with self._translate_errors(f"tools/call {raw_name}"):
+            if result.get("resultType") == "input_required":
+                return types.InputRequiredResult.model_validate(result)
+            return cast(types.CallToolResult, strip_server_stamp(types.CallToolResult.model_validate(result)))
 
-    def _call_tool_sender(
-        self, raw_name: str, arguments: dict[str, Any] | None
-    ) -> Callable[
-        [types.InputResponses | None, str | None, Any, Any], Awaitable[types.CallToolResult | types.InputRequiredResult]
-    ]:
-        """Send one ``tools/call`` through the SDK (a first request, or an input round's retry): ``_interactive``'s."""
-        session = self._client.session
+    def _tool_sender(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None
+    ) -> Callable[[Any, Any, Any, Any], Awaitable[Any]]:
+        """The one way a ``tools/call`` (a first request, or an input round's retry) goes to this generation.
 
-        async def send(
-            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
-        ) -> types.CallToolResult | types.InputRequiredResult:
-            result = await session.call_tool(
-                raw_name,
-                arguments,
-                progress_callback=progress,
-                input_responses=responses,
-                request_state=state,
-                meta=meta,
-                allow_input_required=True,
-            )
-            if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
-                raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: unexpected result shape")
-            return result
-
-        return send
-
-    async def call_tool_wire(self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall) -> dict[str, Any]:
-        """``call_tool`` on the fast path, the result as the server's raw JSON object.
-
-        For a 2026-era host (of a server of either era), or a handshake-era one of
-        a 2026-era server, whose input rounds are run here as ``call_tool`` runs
-        them: each round's result the SDK's model, each retry sent by this path.
-        The request skips the SDK's request model and the result its validation
-        (``host.fast_path``); errors translate as in ``call_tool``, and a result that
-        is not even shaped like one is an ``UpstreamProtocolError``.
+        Its own POST to a 2026-era HTTP server (``upstream.http_calls``, which
+        sends the call's CLIENT span's context too), else the SDK's session as a
+        raw request: no request model, no result validation. An input round
+        the sidecar runs itself (a handshake-era host of a 2026-era server, or
+        no host) comes back as the SDK's model, which its round driver reads;
+        anything else as the server's JSON object.
         """
         session = self._client.session
         what = f"tools/call {raw_name}"
-        http = self.http_calls  # its own POST to a 2026-era HTTP server (the CLIENT span's context: ``http_calls``)
-        rounds_here = self.modern and not call.modern_host  # ``_send_and_drive`` runs them: it wants the round's model
+        http = self.http_calls
+        rounds_here = self.modern and (call is None or not call.modern_host)
+        notice = partial(self.notice_routes.route, call=call)
 
         async def send(responses: Any, state: Any, meta: Any, progress: Any) -> Any:
             params: dict[str, Any] = {"name": raw_name}
             if arguments is not None:
                 params["arguments"] = arguments
-            if responses is not None:  # an input round's retry (run here for a handshake-era host)
+            if responses is not None:  # an input round's retry
                 params["inputResponses"] = {
                     key: response.model_dump(by_alias=True, mode="json", exclude_none=True)
                     for key, response in responses.items()
@@ -227,10 +208,26 @@ class Upstream:
                 result = await send_raw_request(session, "tools/call", params)
             else:
                 headers = stamp_request(session, "tools/call", params)
-                result = await http.request("tools/call", params, headers, partial(self.notice_routes.route, call=call))
+                result = await http.request("tools/call", params, headers, notice)
             return self._input_round(what, result) if rounds_here else result
 
-        result: dict[str, Any] = await self._interactive(what, call, send)
+        return send
+
+    async def call_tool_wire(
+        self, raw_name: str, arguments: dict[str, Any] | None, call: HostCall | None
+    ) -> dict[str, Any]:
+        """Call one tool by its raw name for ``call``, the result as the server's raw JSON object.
+
+        For a 2026-era host (of a server of either era), a handshake-era host (its
+        input rounds, from a 2026-era server, run here: each round's request asked of
+        the host, each retry sent by this path), or none (the one-shot command).
+        The request skips the SDK's request model and the result its validation
+        (the host side checks an ``outputSchema``: ``host.pipeline.check_output``);
+        errors translate once, here, and a result that is not even shaped like one
+        is an ``UpstreamProtocolError``.
+        """
+        what = f"tools/call {raw_name}"
+        result: dict[str, Any] = await self._interactive(what, call, self._tool_sender(raw_name, arguments, call))
         if not wire_result_shaped(result):
             name = self._settings.name
             raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid result")
@@ -252,23 +249,23 @@ class Upstream:
         """The rest of a call the wire splice sent, whose answer ``first`` is an input round (2026-era server).
 
         Its host is handshake-era (``call``): the rounds are run here, as for a
-        call of ``call_tool``, each request asked of the host, and the retries sent
-        with the host's log level; the request that got ``first`` is not sent again.
+        call of ``call_tool_wire``, each request asked of the host, and the retries
+        sent with the host's log level; the request that got ``first`` is not sent again.
         """
-        first_round = types.InputRequiredResult.model_validate(first)
-        retry = self._call_tool_sender(raw_name, arguments)
+        what = f"tools/call {raw_name}"
+        first_round = self._input_round(what, first)
+        retry = self._tool_sender(raw_name, arguments, call)
 
-        async def send(
-            responses: types.InputResponses | None, state: str | None, meta: Any, progress: Any
-        ) -> types.CallToolResult | types.InputRequiredResult:
+        async def send(responses: Any, state: Any, meta: Any, progress: Any) -> Any:
             if responses is None and state is None:
                 return first_round  # the splice's request: answered already
             return await retry(responses, state, meta, progress)
 
-        result = await self._interactive(f"tools/call {raw_name}", call, send)
-        if not isinstance(result, types.CallToolResult):
-            raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: input rounds without an end")
-        return result
+        result = await self._interactive(what, call, send)
+        with self._translate_errors(what):
+            if isinstance(result, dict) and wire_result_shaped(result) and result.get("resultType") != "input_required":
+                return cast(types.CallToolResult, strip_server_stamp(types.CallToolResult.model_validate(result)))
+        raise UpstreamProtocolError(self._settings.name, f"tools/call {raw_name}: input rounds without an end")
 
     async def get_prompt(
         self, raw_name: str, arguments: dict[str, str] | None, call: HostCall | None = None

@@ -106,7 +106,7 @@ async def test_a_plain_call_between_2026_era_ends_takes_the_fast_path_with_the_s
             assert served.calls("ok") == 2
 
 
-async def test_calls_the_fast_path_cannot_carry_take_the_general_path(tmp_path: Path) -> None:
+async def test_a_progress_token_takes_the_fast_path_and_a_handshake_era_host_the_general_one(tmp_path: Path) -> None:
     seen: list[float] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -115,7 +115,9 @@ async def test_calls_the_fast_path_cannot_carry_take_the_general_path(tmp_path: 
     with trio.fail_after(BOUND_SEC):
         async with serve(tmp_path, "--tools", "echo") as served:
             await served.client.call_tool(ECHO, {"text": "p"}, progress_callback=on_progress)
-            assert dict(served.front.fast_calls.taken) == {"general": 1}, "a progress token needs our own token"
+            assert dict(served.front.fast_calls.taken) == {"fast": 1}, "a progress token rides the call's channel"
+            await served.client.call_tool(ECHO, {"text": "p"}, meta={"x-test/own": 1})
+            assert dict(served.front.fast_calls.taken) == {"fast": 2}, "a 2026-era host's _meta is its own"
         async with serve(tmp_path, "--tools", "echo", host="legacy") as served:
             assert await served.client.call_tool(ECHO, {"text": "old host"})
             assert dict(served.front.fast_calls.taken) == {"general": 1}, "a handshake-era host: another result shape"
@@ -134,7 +136,7 @@ async def test_a_2026_era_hosts_call_to_a_handshake_era_server_takes_the_fast_pa
             # The server asks mid-call: the host gets an input round (DESIGN I13), answers it, and retries.
             elicited = await served.client.call_tool("mcp__fx__elicit", {})
             assert text_of(elicited) == 'elicited: accept {"name": "ada"}'
-            assert served.front.fast_calls.taken["fast"] == 2, "the first round on the fast path"
+            assert served.front.fast_calls.taken["fast"] == 3, "the first round and the host's retry on the fast path"
             # The round is the sidecar's to shape for the host's era: a 2026 input request has no elicitationId.
             await served.client.call_tool("mcp__fx__elicit_url", {})
             asked = recorder.elicit_params[-1]
