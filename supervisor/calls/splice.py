@@ -76,6 +76,8 @@ class SpliceHost(Protocol):
 
     async def notice(self, call: SplicedCall, params: dict[str, Any]) -> bool: ...
 
+    async def progress(self, call: SplicedCall, params: dict[str, Any]) -> None: ...
+
     def adopt(self, call: SplicedCall) -> HostCall | None: ...
 
 
@@ -123,6 +125,8 @@ class SplicedCall:
     """Whether it is counted in flight on its server (``CallTracker.spliced``: a handshake-era upstream's)."""
     adopted: HostCall | None = None
     """The call as a ``HostCall``, once a handshake-era upstream's request to the host needed one (``adopt``)."""
+    progress_token: Any = None
+    """The host's progress token (None: it asked for none); the upstream's notices of the call carry ours, its id."""
     failure: tuple[str, str] | None = None
     """How it failed upstream, if it did: the ``UpstreamError``'s kind and text (warned of when it settles)."""
 

@@ -12,8 +12,9 @@ takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
    a stdio host, of either era (the HTTP front: below); ``params`` has only
    ``name``, ``arguments`` and ``_meta``; ``_meta`` holds the 2026 envelope naming a 2026 version (a
    2026-era host) or nothing (a handshake-era host), plus at most trace context
-   (``traceparent``, ``tracestate``, ``baggage``): so no progress token and no
-   log level of the host's own; the name is routed now; the tool has no
+   (``traceparent``, ``tracestate``, ``baggage``) and a progress token (ours
+   upstream, the call's id: ``UpstreamSplice.deliver_progress`` puts the host's
+   back): so no log level of the host's own; the name is routed now; the tool has no
    ``outputSchema``; the server's generation is ready, over stdio, of either
    era; the request can be queued without waiting; not shutting down. Saves
    the SDK on both sides: no task, no channel, no model per call. Between eras
@@ -94,8 +95,8 @@ PLAIN_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
 ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """The 2026 per-request envelope: ours replaces the host's upstream, as on the SDK path."""
 _TRACE_META_KEYS: Final = frozenset(TRACE_KEYS)
-_SPLICE_META_KEYS: Final = ENVELOPE_KEYS | _TRACE_META_KEYS
-_HANDSHAKE_FAST_META_KEYS: Final = _TRACE_META_KEYS | {"progressToken"}
+_HANDSHAKE_SPLICE_META_KEYS: Final = _TRACE_META_KEYS | {"progressToken"}
+_SPLICE_META_KEYS: Final = ENVELOPE_KEYS | _HANDSHAKE_SPLICE_META_KEYS
 _RETRY_PARAMS: Final = PLAIN_PARAMS | {"inputResponses", "requestState"}
 
 
@@ -134,16 +135,13 @@ def plain_call(params: Any, *, handshake_host: bool) -> PlainCall | None:
         return PlainCall(name, arguments, None, handshake_host, handshake_host)
     if not isinstance(meta, dict):
         return None
-    progress = meta.get("progressToken") is not None
     if handshake_host:
-        spliceable = not progress and _TRACE_META_KEYS.issuperset(meta)
-        fast = _HANDSHAKE_FAST_META_KEYS.issuperset(meta)
-        return PlainCall(name, arguments, trace_carrier(meta) if spliceable else None, spliceable, fast)
-    if not retry and not progress and ENVELOPE_KEYS.issuperset(meta):  # the usual 2026 call: nothing else to read
+        spliceable = _HANDSHAKE_SPLICE_META_KEYS.issuperset(meta)
+        return PlainCall(name, arguments, trace_carrier(meta) if spliceable else None, spliceable, spliceable)
+    if not retry and ENVELOPE_KEYS.issuperset(meta):  # the usual 2026 call: nothing else to read
         return PlainCall(name, arguments, None, meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS)
     spliceable = (
         not retry
-        and not progress
         and _SPLICE_META_KEYS.issuperset(meta)
         and meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS
     )

@@ -171,7 +171,10 @@ class HandshakeCalls:
         assert plain is not None and routed is not None
         tool, actor = routed
         asker = PostAsker(self, session_id, connection)
-        answer = self.splice.submit(host_id, tool, actor, plain.arguments, None, asker=asker, carrier=plain.carrier)
+        token = progress_token_of(params)
+        answer = self.splice.submit(
+            host_id, tool, actor, plain.arguments, None, asker=asker, carrier=plain.carrier, progress_token=token
+        )
         if answer is None:
             return None
         self._calls[key] = answer

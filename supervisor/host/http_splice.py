@@ -75,7 +75,7 @@ from supervisor.calls.splice import SplicedCall
 from supervisor.host.http_answers import PING_SEC, PostAnswer
 from supervisor.host.pipeline import error_content, outbound, settle, shaped, spliced_meta
 from supervisor.host.splice_rounds import HandshakeRounds, declared_capabilities, log_notice_line
-from supervisor.wire.codec import to_json
+from supervisor.wire.codec import frame, to_json
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
@@ -184,6 +184,7 @@ class HttpSplice:
         *,
         asker: Asker | None = None,
         carrier: dict[str, Any] | None = None,
+        progress_token: Any = None,
     ) -> HttpAnswer | None:
         """Send the call upstream now (no wait); its answer to come, or None: the splice cannot queue it at once
         (the fast path or the SDK's takes it).
@@ -201,6 +202,9 @@ class HttpSplice:
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         answer = self._waiting[call] = HttpAnswer(call, self, asker=asker)
+        if isinstance(meta, dict):
+            progress_token = meta.get("progressToken")
+        call.progress_token = progress_token
         sent, capabilities, level = outbound(tool, arguments), None, None
         host_version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
         if not self.handshake and isinstance(meta, dict):
@@ -314,6 +318,14 @@ class HttpSplice:
         if line and answer.stream is not None:  # b"": below the level the host set; no stream: it hung up
             await answer.stream.event_line(line)
         return True
+
+    async def progress(self, call: SplicedCall, params: dict[str, Any]) -> None:
+        """An upstream's progress notice of ``call``, an event of its POST's response (the host's token back)."""
+        answer = self._waiting.get(call)
+        if answer is not None and answer.stream is not None:
+            notice = {"jsonrpc": "2.0", "method": "notifications/progress"}
+            line = frame({**notice, "params": {**params, "progressToken": call.progress_token}})
+            await answer.stream.event_line(line)
 
     def adopt(self, call: SplicedCall) -> HostCall | None:
         """A handshake-era upstream's request mid-call: asked on the call's own response; None: it cannot be."""

@@ -257,7 +257,8 @@ def spliced_meta(
     Telemetry on: the call's spans start (``trace_spliced``) and our CLIENT
     span's context goes upstream, with the host's baggage. Off: the host's trace
     context goes as it came. A handshake-era host's call to a 2026-era upstream
-    names the host's log ``level``. ``capabilities``: the host's, declared
+    names the host's log ``level``. A host's progress token becomes ours, the
+    call's request id (``UpstreamSplice.deliver_progress`` puts the host's back). ``capabilities``: the host's, declared
     upstream instead of ours (issue 30).
     """
     meta: dict[str, Any] | None = None
@@ -268,6 +269,8 @@ def spliced_meta(
         meta = {**splice.envelope_for(capabilities), **carrier}
     if level is not None:
         meta = {**(meta or splice.envelope_for(capabilities)), LOG_LEVEL_META_KEY: level}
+    if call.progress_token is not None:  # ours upstream, the call's id: its notices are attributed exactly
+        meta = {**(meta or splice.envelope_for(capabilities)), "progressToken": call.upstream_id}
     return meta
 
 

@@ -224,6 +224,8 @@ class HostSplice:
             arguments = plain.arguments
             arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
         host_meta = message["params"].get("_meta")
+        if host_meta is not None:
+            call.progress_token = host_meta.get("progressToken")
         # The host's own capabilities go to a 2026-era upstream, not ours (issue 30).
         if handshake:
             capabilities = None if connection is None else declared_capabilities(connection)
@@ -329,6 +331,14 @@ class HostSplice:
         if line:  # b"": below the level the host set
             await self.wire.send(line)
         return True
+
+    async def progress(self, call: SplicedCall, params: dict[str, Any]) -> None:
+        """An upstream's progress notice of ``call``, to its host against the host's own token (dropped once the
+        call is answered or cancelled, or promoted: its host then has an input round, not this request)."""
+        if self._by_host_id.get(call.host_id) is not call or (self._promoted and call in self._promoted):
+            return
+        notice = {"jsonrpc": "2.0", "method": "notifications/progress"}
+        await self.wire.send(frame({**notice, "params": {**params, "progressToken": call.progress_token}}))
 
     def version_of(self, call: SplicedCall) -> str:  # ``host.splice_rounds.RoundsHost``
         return self.handshake_version or ""

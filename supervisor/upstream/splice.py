@@ -235,6 +235,30 @@ class UpstreamSplice:
             return None
         return call.host
 
+    async def deliver_progress(self, line: bytes) -> SpliceHost | None:
+        """Forward a progress notice of a spliced call to its host; None: not a spliced call's.
+
+        Its token is the call's request id of ours (``pipeline.spliced_meta``), so
+        it is attributed exactly, however many calls are in flight; the host half
+        puts the host's own token back. Written by the stdout pump in wire order,
+        so the host has it before the call's answer.
+        """
+        if _ID_MARK not in line:
+            return None
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or message.get("method") != "notifications/progress" or "id" in message:
+            return None
+        params = message.get("params")
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        call = self._pending.get(token) if isinstance(token, str) else None
+        if call is None or call.progress_token is None or not isinstance(params, dict):
+            return None
+        await call.host.progress(call, params)
+        return call.host
+
     def _drop_settled(self) -> None:
         """Forget the settled calls at the head of the deadline queue.
 

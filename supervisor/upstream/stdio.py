@@ -187,6 +187,10 @@ async def open_stdio_transport(
                             if host not in answered:
                                 answered.append(host)
                             continue
+                        if b'"notifications/progress"' in line and (host := await splice.deliver_progress(line)):
+                            if host not in answered:
+                                answered.append(host)
+                            continue
                     flush()  # before waiting on the session
                     if len(line) >= _SCREEN_LINES_FROM_BYTES:
                         line = screen_oversized_listing(line, settings.max_tools)

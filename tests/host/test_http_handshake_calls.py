@@ -47,13 +47,12 @@ async def test_a_plain_call_is_the_fronts_own_answer_and_its_servers_questions_r
                 assert text_of(await host.call("mcp__fx__elicit", {})) == 'elicited: accept {"name": "ada"}'
                 assert text_of(await host.call("mcp__fx__roots", {})) == f"roots: {ROOT_URI}"
                 assert taken["handshake splice"] == 4 and taken["handshake reply"] == 3
-                # Progress wants a token of ours: the SDK's path, with the same answer.
-                spliced = taken["handshake splice"]
+                # Progress crosses the splice too: a token of ours upstream, the host's back on the call's response.
                 result = await host.session.call_tool(
                     "mcp__fx__progress", {"steps": 2}, progress_callback=recorder.on_progress
                 )
                 assert text_of(result) == "progressed 2" and [p for p, _, _ in recorder.progress] == [1, 2]
-                assert taken["handshake splice"] == spliced
+                assert taken["handshake splice"] == 5
 
 
 async def test_a_call_to_a_2026_era_server_has_its_input_rounds_run_here_and_its_log_messages_on_its_response(
@@ -142,8 +141,8 @@ async def test_posts_it_does_not_take_reach_the_sdk_and_get_the_sdks_answers(tmp
             assert gone.status_code == 404
             only_json = await http.post(served.url, json=plain, headers={**session, "Accept": "application/json"})
             assert only_json.status_code == 406
-            # A progress token: the SDK's path, its answer an event stream.
-            meta = {"name": "mcp__fx__echo", "arguments": {"text": "p"}, "_meta": {"progressToken": 1}}
+            # A _meta key of the host's own: the SDK's path, its answer an event stream.
+            meta = {"name": "mcp__fx__echo", "arguments": {"text": "p"}, "_meta": {"x-test/own": 1}}
             progressed = await http.post(served.url, json={**call, "params": meta}, headers=session)
             assert progressed.headers["content-type"].startswith("text/event-stream")
             assert taken["handshake splice"] == 1

@@ -313,7 +313,7 @@ async def test_a_call_to_a_2026_era_server_names_the_sessions_level_and_its_log_
         pytest.param({"session": "nope"}, {}, id="a session the manager does not serve"),
         pytest.param({"initialized": False}, {}, id="a session not initialized yet"),
         pytest.param({"terminated": True}, {}, id="a session the manager ended, its connection not yet gone"),
-        pytest.param({"meta": {"progressToken": 1}}, {}, id="a progress token"),
+        pytest.param({"meta": {"x-test/own": 1}}, {}, id="a _meta key of the host's own"),
         pytest.param({}, {"mcp-protocol-version": "2026-07-28"}, id="a 2026 version: not this era's"),
         pytest.param({}, {"accept": "application/json"}, id="JSON only: the SDK refuses it"),
         pytest.param({"same_id": True}, {}, id="the id of a call of this session in flight here"),

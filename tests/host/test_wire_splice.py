@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import mcp_types as types
 import pytest
@@ -66,20 +66,20 @@ def _spliced(request_id: Any) -> bool:
     return isinstance(request_id, str) and request_id.startswith(ID_PREFIX)
 
 
-async def test_a_plain_call_crosses_the_splice_and_a_call_with_a_progress_token_goes_through_the_sdk(
+NOT_SPLICED: Final = {"x-test/own": 1}
+"""A ``_meta`` key of the host's own: the splice forwards only what it knows, so such a call goes the SDK's way."""
+
+
+async def test_a_plain_call_crosses_the_splice_and_a_call_with_meta_of_its_own_goes_through_the_sdk(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "fx.jsonl"
     config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx", "--tools", "echo", "--log", str(log))})
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        del progress, total, message
-
     with trio.fail_after(BOUND_SEC):
         async with open_host(config) as host:
             await host.wait_tools(lambda names: "mcp__fx__echo" in names)
             spliced = await host.call("mcp__fx__echo", {"text": "hi"})
-            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=on_progress)
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, meta=NOT_SPLICED)
     first, second = _call_ids(log, "echo")
     assert _spliced(first), first
     assert isinstance(second, int), second
@@ -97,7 +97,7 @@ async def test_a_handshake_era_hosts_calls_to_a_handshake_era_server_cross_the_s
     with trio.fail_after(BOUND_SEC):
         async with _fidelity_host(tmp_path, "legacy", recorder, log, "--legacy-only") as host:
             spliced = await host.call("mcp__fx__echo", {"text": "hi"})
-            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, meta=NOT_SPLICED)
             # The server asks its host mid-call (sampling, elicitation, roots): the spliced call's host answers.
             assert text_of(await host.call("mcp__fx__sample", {"text": "hi"})) == "sampled: model of ada (ada-model)"
             assert text_of(await host.call("mcp__fx__elicit", {})) == 'elicited: accept {"name": "ada"}'
@@ -110,8 +110,22 @@ async def test_a_handshake_era_hosts_calls_to_a_handshake_era_server_cross_the_s
         assert [_spliced(i) for i in _call_ids(log, tool)] == [True], tool
 
 
-async def _ignore(progress: float, total: float | None, message: str | None) -> None:
-    del progress, total, message
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-host", "handshake-host"])
+async def test_a_call_with_a_progress_token_crosses_the_splice_its_notices_first_against_the_hosts_token(
+    tmp_path: Path, mode: ConnectMode
+) -> None:
+    """Issue 47: a progress token keeps a call on the splice; the upstream gets a token of ours (the call's id), and
+    the host gets each notice against its own token, in order, before the result."""
+    log, recorder = tmp_path / "fx.jsonl", Recorder(name="ada")
+    with trio.fail_after(BOUND_SEC):
+        async with _fidelity_host(tmp_path, mode, recorder, log) as host:
+            result = await host.session.call_tool(
+                "mcp__fx__progress", {"steps": 3}, progress_callback=recorder.on_progress
+            )
+            assert [p for p, _, _ in recorder.progress] == [1, 2, 3], "every notice, before the result"
+    assert text_of(result) == "progressed 3"
+    (request,) = [e for e in read_log(log) if e["event"] == "request" and e.get("tool") == "progress"]
+    assert _spliced(request["id"]) and request["meta"]["progressToken"] == request["id"], "our token: the call's id"
 
 
 @asynccontextmanager
@@ -134,7 +148,7 @@ async def test_a_handshake_era_hosts_calls_to_a_2026_era_server_cross_the_splice
     with trio.fail_after(BOUND_SEC):
         async with _fidelity_host(tmp_path, "legacy", recorder, log) as host:
             spliced = await host.call("mcp__fx__echo", {"text": "hi"})
-            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, meta=NOT_SPLICED)
             # The host never set a level: it gets every log message of its call, as from the server itself.
             assert text_of(await host.call("mcp__fx__log", {})) == "logged"
             await recorder.wait_for(lambda: len(recorder.logs) == 4, what="four log messages")
@@ -161,7 +175,7 @@ async def test_a_2026_era_hosts_calls_to_a_handshake_era_server_cross_the_splice
     with trio.fail_after(BOUND_SEC):
         async with _fidelity_host(tmp_path, "auto", recorder, log, "--legacy-only") as host:
             spliced = await host.call("mcp__fx__echo", {"text": "hi"})
-            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, progress_callback=_ignore)
+            general = await host.session.call_tool("mcp__fx__echo", {"text": "hi"}, meta=NOT_SPLICED)
             # Mid-call the server asks its host: the spliced call becomes an exchange, the host gets an
             # input round on its original request, and its retry (the SDK path) resumes the same upstream call.
             assert text_of(await host.call("mcp__fx__sample", {"text": "hi"})) == "sampled: model of ada (ada-model)"
