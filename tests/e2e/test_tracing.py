@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
+import mcp_types as types
 import pytest
 import trio
 from mcp import MCPError
@@ -109,7 +110,7 @@ async def _one_trace(receiver: OtlpReceiver, *, host_transport: str, scope: str)
     assert CANARY not in "".join(s.raw for s in receiver.spans if s.service == "mcp-supervisor")
 
 
-SDK_PATH_META: Final = {**HOST_META, "x-test/sdk-path": True}
+SDK_PATH_META: Final = cast(types.RequestParamsMeta, {**HOST_META, "x-test/sdk-path": True})
 """A handshake-era host's ``_meta`` with a key of its own: only the SDK path takes such a call (``call_paths``)."""
 
 

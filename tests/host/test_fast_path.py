@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 import pytest
@@ -116,7 +116,7 @@ async def test_a_progress_token_takes_the_fast_path_and_a_handshake_era_host_the
         async with serve(tmp_path, "--tools", "echo") as served:
             await served.client.call_tool(ECHO, {"text": "p"}, progress_callback=on_progress)
             assert dict(served.front.fast_calls.taken) == {"fast": 1}, "a progress token rides the call's channel"
-            await served.client.call_tool(ECHO, {"text": "p"}, meta={"x-test/own": 1})
+            await served.client.call_tool(ECHO, {"text": "p"}, meta=cast(types.RequestParamsMeta, {"x-test/own": 1}))
             assert dict(served.front.fast_calls.taken) == {"fast": 2}, "a 2026-era host's _meta is its own"
         async with serve(tmp_path, "--tools", "echo", host="legacy") as served:
             assert await served.client.call_tool(ECHO, {"text": "old host"})

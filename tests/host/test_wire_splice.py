@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import mcp_types as types
 import pytest
@@ -66,7 +66,7 @@ def _spliced(request_id: Any) -> bool:
     return isinstance(request_id, str) and request_id.startswith(ID_PREFIX)
 
 
-NOT_SPLICED: Final = {"x-test/own": 1}
+NOT_SPLICED: Final = cast(types.RequestParamsMeta, {"x-test/own": 1})
 """A ``_meta`` key of the host's own: the splice forwards only what it knows, so such a call goes the SDK's way."""
 
 
