@@ -124,10 +124,12 @@ async def _open_streamable(
     url: str, headers: dict[str, str], auth: httpx2.Auth | None, calls: HttpCalls | None
 ) -> AsyncIterator[TransportStreams]:
     async with create_mcp_http_client(headers=headers, auth=auth) as http_client:
-        if TELEMETRY.on:  # each POST carries its request's CLIENT span context in headers too (I18)
-            http_client.event_hooks = {**http_client.event_hooks, "request": [inject_headers]}
         if calls is not None:
+            # Bound before the hook below: our own POSTs put their span's context in their headers themselves
+            # (``telemetry.spans.traced_request``), so telemetry on is no reason for httpx to send them.
             calls.bind(http_client)
+        if TELEMETRY.on:  # each of the SDK's POSTs carries its request's CLIENT span context in headers too (I18)
+            http_client.event_hooks = {**http_client.event_hooks, "request": [inject_headers]}
         try:
             async with streamable_http_client(url, http_client=http_client) as streams:
                 yield streams

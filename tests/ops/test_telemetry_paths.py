@@ -115,6 +115,10 @@ async def test_I18_the_fast_path_carries_a_hosts_trace_to_the_upstream_in_one_tr
                 result = await host.call_tool(ECHO, {"text": "hi"}, meta=HOST_META)
             assert not result.is_error
             assert dict(sidecar.front.fast_calls.taken) == {"fast": 1}, "a traceparent keeps a call on the fast path"
+            generation = sidecar.supervisor.actors["up"].ready_upstream
+            assert generation is not None and generation.http_calls is not None
+            pool = generation.http_calls.pool
+            assert pool is not None and pool.opened >= 1, "our own POST on our own connections, telemetry on too"
     _check_one_trace(recorded, upstream, host_transport="pipe")
 
 
