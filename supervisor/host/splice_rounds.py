@@ -145,12 +145,8 @@ def first_round_answer(
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": host_id}
     try:
         value = result.unwrap()
-    except MCPError as exc:
-        message["error"] = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return "rpc_error", message, None
-    except UpstreamError as exc:
-        message["result"] = restamp({"content": [{"type": "text", "text": str(exc)}], "isError": True})
-        return ("timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"), message, exc
+    except (MCPError, UpstreamError) as exc:
+        return _failed(message, exc, restamp)
     except Exception as exc:  # nothing else is raised on purpose; the host still gets an answer
         logger.exception("a promoted spliced call's first round failed")
         message["error"] = {"code": INTERNAL_ERROR, "message": f"internal error: {exc!r}"}
@@ -160,6 +156,18 @@ def first_round_answer(
         return "ok", message, None
     message["result"] = restamp(value)
     return ("tool_error" if value.get("isError") is True else "ok"), message, None
+
+
+def _failed(
+    message: dict[str, Any], exc: MCPError | UpstreamError, shaped: Callable[[dict[str, Any]], dict[str, Any]]
+) -> tuple[CallOutcome, dict[str, Any], UpstreamError | None]:
+    """The answer to a spliced call that failed: a server's JSON-RPC error as it came, an ``UpstreamError`` as the
+    general path's error result (returned too, for the failure warning)."""
+    if isinstance(exc, MCPError):
+        message["error"] = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return "rpc_error", message, None
+    message["result"] = shaped({"content": [{"type": "text", "text": str(exc)}], "isError": True})
+    return ("timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"), message, exc
 
 
 def log_notice_line(call: SplicedCall, params: dict[str, Any]) -> bytes | None:
@@ -197,12 +205,8 @@ async def finish_rounds(
     try:
         with scope, tracker.serving(host_call):
             result = await call.actor.finish_input_rounds(name, arguments, first, host_call)
-    except MCPError as exc:
-        message["error"] = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return "rpc_error", message, None
-    except UpstreamError as exc:
-        message["result"] = shaped({"content": [{"type": "text", "text": str(exc)}], "isError": True})
-        return ("timeout" if isinstance(exc, UpstreamTimeout) else "unavailable"), message, exc
+    except (MCPError, UpstreamError) as exc:
+        return _failed(message, exc, shaped)
     if result is None:
         if trio.current_time() < call.deadline:
             return None  # cancelled by the host

@@ -46,6 +46,18 @@ MAX_HOST_TAILS: Final = 16
 """Distinct host capability sets whose request-line ends are kept (one stdio host: one)."""
 
 
+def _notice_params(line: bytes, method: str) -> dict[str, Any] | None:
+    """The params of ``line`` if it is a ``method`` notification with params; None otherwise."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != method or "id" in message:
+        return None
+    params = message.get("params")
+    return params if isinstance(params, dict) else None
+
+
 class UpstreamSplice:
     """One stdio upstream generation's end of the splice: request lines out, their answers in.
 
@@ -224,14 +236,8 @@ class UpstreamSplice:
         call = next(iter(self._pending.values()))
         if call.log_level is None:
             return None
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(message, dict) or message.get("method") != "notifications/message" or "id" in message:
-            return None
-        params = message.get("params")
-        if not isinstance(params, dict) or not await call.host.notice(call, params):
+        params = _notice_params(line, "notifications/message")
+        if params is None or not await call.host.notice(call, params):
             return None
         return call.host
 
@@ -243,18 +249,10 @@ class UpstreamSplice:
         puts the host's own token back. Written by the stdout pump in wire order,
         so the host has it before the call's answer.
         """
-        if _ID_MARK not in line:
-            return None
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(message, dict) or message.get("method") != "notifications/progress" or "id" in message:
-            return None
-        params = message.get("params")
-        token = params.get("progressToken") if isinstance(params, dict) else None
+        params = _notice_params(line, "notifications/progress") if _ID_MARK in line else None
+        token = params.get("progressToken") if params is not None else None
         call = self._pending.get(token) if isinstance(token, str) else None
-        if call is None or call.progress_token is None or not isinstance(params, dict):
+        if params is None or call is None or call.progress_token is None:
             return None
         await call.host.progress(call, params)
         return call.host
