@@ -59,7 +59,7 @@ from mcp.shared.inbound import (
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from supervisor.compat.sdk import modern_request_context
+from supervisor.compat.sdk import modern_request_context, progress_token_of
 from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
 from supervisor.host.http_answers import PING_SEC, PostAnswer, PostHeaders, post_headers
 from supervisor.host.http_handshake_calls import HandshakeCalls, handshake_session
@@ -177,7 +177,9 @@ class HttpFastCalls:
             return None
         detach = scope.get("extensions", {}).get(DETACH) if path == "splice" and not front.shutting_down else None
         if detach is not None:
-            spliced = self._splice.submit(request_id, tool, actor, plain.arguments, params.get("_meta"))
+            spliced = self._splice.submit(
+                request_id, tool, actor, plain.arguments, params.get("_meta"), progress_token=progress_token_of(params)
+            )
             if spliced is not None:
                 self.taken["splice"] += 1
                 spliced.attach(detach)

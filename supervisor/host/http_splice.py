@@ -194,6 +194,7 @@ class HttpSplice:
         ``carrier``: a handshake-era call's trace context (``_meta``'s ``traceparent``…): with telemetry off, sent
         upstream as it came; on, the parent of the call's SERVER span (``telemetry.spans.SplicedTrace``), whose
         CLIENT span's context goes upstream instead.
+        ``progress_token``: the host's (None: it asked for none); ours goes upstream (``pipeline.spliced_meta``).
         """
         upstream = actor.ready_upstream
         splice = upstream.splice if upstream is not None else None
@@ -202,8 +203,6 @@ class HttpSplice:
         now = trio.current_time()
         call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
         answer = self._waiting[call] = HttpAnswer(call, self, asker=asker)
-        if isinstance(meta, dict):
-            progress_token = meta.get("progressToken")
         call.progress_token = progress_token
         sent, capabilities, level = outbound(tool, arguments), None, None
         host_version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
@@ -277,10 +276,10 @@ class HttpSplice:
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
         if self.handshake:
-            return shaped(result, handshake=True, stamp={})  # a handshake-era upstream's result as it came
+            return shaped(result, None)  # a handshake-era upstream's result as it came
         if self._stamp is None:
             self._stamp = self._front.server.server_info_stamp
-        return shaped(result, handshake=False, stamp=self._stamp)  # in place: the result is encoded at once
+        return shaped(result, self._stamp)  # in place: the result is encoded at once
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         result = message.get("result")

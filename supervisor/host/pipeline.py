@@ -27,8 +27,9 @@ call; the runners call the stages below and nothing else applies a concern.
 
 ``docs/architecture.md`` has the same as a table.
 
-Pure functions over the call and its front: no I/O, no state; the runners
-call them in their own tasks (or, on the splice, in the upstream's stdout
+No I/O. The only state is ``check_output``'s cache of compiled validators
+(replaced whole when full) and each call's own ``TaskTrace``. The runners call
+the stages in their own tasks (or, on the splice, in the upstream's stdout
 pump), synchronously.
 """
 
@@ -330,14 +331,15 @@ def _validator(name: str, schema: dict[str, Any]) -> Any:
 # -- 7. shape ----------------------------------------------------------------------------
 
 
-def shaped(result: dict[str, Any], *, handshake: bool, stamp: dict[str, Any]) -> dict[str, Any]:
+def shaped(result: dict[str, Any], stamp: dict[str, Any] | None) -> dict[str, Any]:
     """A wire result (ours: edited in place) as the host's era shows it.
 
-    A 2026-era host gets our ``serverInfo`` stamp in ``_meta`` (replaced, not
-    written into) and a ``resultType``, as the SDK's ``_serialize`` gives a
-    2026-era result; a handshake-era host neither (``handshake_shaped``).
+    ``stamp``: our ``serverInfo``, for a 2026-era host, which gets it in ``_meta``
+    (replaced, not written into) and a ``resultType``, as the SDK's ``_serialize``
+    gives a 2026-era result. None: a handshake-era host, which gets neither
+    (``handshake_shaped``).
     """
-    if handshake:
+    if stamp is None:
         return handshake_shaped(result)
     meta = result.get("_meta")
     result["_meta"] = {**meta, SERVER_INFO_META_KEY: stamp} if isinstance(meta, dict) else {SERVER_INFO_META_KEY: stamp}

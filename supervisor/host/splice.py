@@ -350,10 +350,10 @@ class HostSplice:
         handshake-era host neither (a handshake-era upstream's result as it came).
         """
         if self.handshake_version is not None:
-            return shaped(result, handshake=True, stamp={})
+            return shaped(result, None)
         if self._stamp is None:
             self._stamp = self.front.server.server_info_stamp
-        return shaped(result, handshake=False, stamp=self._stamp)  # the stamp shared: encoded at once and dropped
+        return shaped(result, self._stamp)  # the stamp shared: encoded at once and dropped
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""

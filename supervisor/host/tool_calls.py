@@ -159,13 +159,13 @@ class ToolCalls:
                 ctx, tool, actor, send, _is_error_wire, arguments=arguments, own_span=own_span
             )
             if isinstance(result, dict) and not modern_host:
-                return shaped(result, handshake=True, stamp={})
+                return shaped(result, None)
             finished = self._finished(result)
         if isinstance(finished, dict):
             return finished
         # A model here is the SDK's to sieve, but the fast path short-circuits the SDK's serialization.
         sieve = sieved("tools/call", ctx.protocol_version, finished)
-        return shaped(sieve, handshake=False, stamp=self._front.server.server_info_stamp) if modern_host else sieve
+        return shaped(sieve, self._front.server.server_info_stamp) if modern_host else sieve
 
     def _finished(self, result: Any) -> ToolCallResult:
         """What the host gets: an error result for an ``UpstreamError``'s text, a wire result restamped.
@@ -178,7 +178,7 @@ class ToolCalls:
         if isinstance(result, str):
             return error_result(result)
         if isinstance(result, dict):
-            return shaped(result, handshake=False, stamp=self._front.server.server_info_stamp)
+            return shaped(result, self._front.server.server_info_stamp)
         return cast(types.CallToolResult | types.InputRequiredResult, result)
 
     async def _run(

@@ -194,11 +194,9 @@ def test_only_complete_results_with_a_content_list_or_input_required_ones_count_
 def test_restamping_replaces_the_upstreams_server_info_and_keeps_its_other_meta() -> None:
     ours = {"name": "mcp-supervisor", "version": "1"}
     upstream = {"content": [], "_meta": {SERVER_INFO_META_KEY: {"name": "fx"}, "x/trace": 7}}
-    assert shaped(upstream, handshake=False, stamp=ours) == {
+    assert shaped(upstream, ours) == {
         "content": [],
         "_meta": {SERVER_INFO_META_KEY: ours, "x/trace": 7},
         "resultType": "complete",
     }
-    assert shaped({"content": [], "resultType": "complete"}, handshake=False, stamp=ours)["_meta"] == {
-        SERVER_INFO_META_KEY: ours
-    }
+    assert shaped({"content": [], "resultType": "complete"}, ours)["_meta"] == {SERVER_INFO_META_KEY: ours}

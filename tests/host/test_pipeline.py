@@ -82,13 +82,13 @@ def test_an_error_an_input_round_and_a_tool_without_a_schema_are_not_checked() -
 def test_the_shape_stage_stamps_a_2026_result_and_strips_a_handshake_one() -> None:
     ours = {"name": "mcp-supervisor", "version": "1"}
     upstream = {"content": [], "_meta": {SERVER_INFO_META_KEY: {"name": "up"}, "k": 1}, "resultType": "complete"}
-    assert shaped(dict(upstream), handshake=False, stamp=ours) == {
+    assert shaped(dict(upstream), ours) == {
         "content": [],
         "_meta": {SERVER_INFO_META_KEY: ours, "k": 1},
         "resultType": "complete",
     }
-    assert shaped(dict(upstream), handshake=True, stamp=ours) == {"content": [], "_meta": {"k": 1}}
-    assert shaped(error_content("no"), handshake=False, stamp=ours)["isError"] is True
+    assert shaped(dict(upstream), None) == {"content": [], "_meta": {"k": 1}}
+    assert shaped(error_content("no"), ours)["isError"] is True
 
 
 def test_the_transform_stage_is_the_tools_own() -> None:

@@ -41,7 +41,7 @@ class _Host:
         self.failures: list[tuple[str, str, str]] = []
 
     def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
-        return shaped(result, handshake=False, stamp=dict(OURS))
+        return shaped(result, dict(OURS))
 
     async def answer(self, call: SplicedCall, outcome: str, message: dict[str, Any]) -> None:
         self.answers.append(message)
@@ -175,7 +175,7 @@ async def test_a_large_answer_the_scan_leaves_undecided_is_decoded_whole_and_ans
         await splice.deliver(*claimed)
     expected = json.loads(line)["result"]
     [answer] = host.answers
-    assert answer["id"] == 7 and answer["result"] == shaped(expected, handshake=False, stamp=dict(OURS))
+    assert answer["id"] == 7 and answer["result"] == shaped(expected, dict(OURS))
 
 
 async def test_a_large_request_goes_upstream_with_the_hosts_argument_bytes_our_id_and_our_envelope(rig: _Rig) -> None:
