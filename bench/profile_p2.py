@@ -51,7 +51,6 @@ INTEREST: Final = {
         "supervisor/host/front.py",
         "supervisor/host/tool_calls.py",
         "supervisor/upstream/session.py",
-        "supervisor/host/fast_path.py",
     ),
 }
 

@@ -21,7 +21,7 @@ of an SDK object.
   inside ``Client.call_tool``; the sidecar drives rounds for handshake-era hosts
   through it with its own dispatch (the host's connection).
 * ``send_raw_request``: ``ClientSession`` sends only typed requests and returns
-  only validated results; the tools/call fast path (``host.fast_path``) sends the
+  only validated results; a task-run tools/call (``Upstream._tool_sender``) sends the
   request dict through the session's own stamp (the 2026 ``_meta`` envelope and
   headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
   is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``), and

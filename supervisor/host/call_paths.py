@@ -1,72 +1,46 @@
 """Which way a host's ``tools/call`` goes: the splice, the fast path or the SDK path. One decision, here (issue 29).
 
-A call takes the first path of this table whose every condition it meets.
-``plain_call`` reads the request and ``path_of`` decides; the wire splice
-(``HostSplice._take_call``, before the SDK has parsed the line) takes a call
-only when ``path_of`` says ``"splice"``, the fast path (``FastToolCalls``, a
-Front middleware) when it says ``"fast"`` (a call the splice could not queue
-at once reaches the middleware too, and is ``"fast"`` there), and the SDK path
-takes the rest. ``tests/host/test_tool_call_paths.py`` pins each row.
+The front's own reader decides, before the SDK's server sees the request: the
+stdio host wire's (``host.splice.HostSplice.on_line``) or the HTTP front's own
+answer (``host.http_fast_calls``, and ``host.http_handshake_calls`` for a
+handshake-era session). ``plain_call`` reads the params, ``path_of`` names
+the way. Every way runs the same stages (``host.pipeline``); they differ in who
+reads and writes the bytes. ``tests/host/test_tool_call_paths.py`` pins each row.
 
-1. **splice** (``host.splice`` → ``upstream.splice``), when all of these hold:
-   a stdio host, of either era (the HTTP front: below); ``params`` has only
-   ``name``, ``arguments`` and ``_meta``; ``_meta`` holds the 2026 envelope naming a 2026 version (a
-   2026-era host) or nothing (a handshake-era host), plus at most trace context
-   (``traceparent``, ``tracestate``, ``baggage``) and a progress token (ours
-   upstream, the call's id: ``UpstreamSplice.deliver_progress`` puts the host's
-   back): so no log level of the host's own; the name is routed now; the tool has no
-   ``outputSchema``; the server's generation is ready, over stdio, of either
-   era; the request can be queued without waiting; not shutting down. Saves
-   the SDK on both sides: no task, no channel, no model per call. Between eras
-   the splice does what the SDK path would (``host.splice_rounds``): a
-   handshake-era upstream's questions to a 2026-era host become input rounds
-   (the call is promoted to an exchange); a handshake-era host's call to a
-   2026-era upstream names the host's log level, gets its log messages in wire
-   order and its input rounds run in the sidecar; results take the host's
-   era's shape. Over the HTTP front (its own answer, ``host.http_splice``):
-   a call as above, to a stdio generation: a 2026-era host's
-   without trace context to a 2026-era one (a handshake-era one may ask its
-   host something mid-call; the POST's own conditions are
-   ``host.http_fast_calls``'s), a handshake-era session's to one of either
-   era, its trace context going upstream as it came, as on stdio: a
-   handshake-era server's questions mid-call are asked on the call's own
-   response, a 2026-era server's log messages ride it and its input rounds
-   run in the sidecar (``host.http_handshake_calls``, with its conditions on
-   the POST and the session).
-2. **fast path** (``host.fast_path``, then ``ToolCalls.call_tool_wire``), when:
-   a 2026-era host, over either front; ``params`` as for the splice, or an
-   input round's retry (``inputResponses``, ``requestState``), and ``_meta``
-   may hold anything (a log level, a progress token: the upstream's notices
-   reach the host through the call's own channel, ``compat.sdk.notify_progress``);
-   the name is routed now (a tool's ``outputSchema`` is checked in a stage:
-   ``host.pipeline.check_output``); the server's generation is
-   ready, of either era, over any transport. Saves the SDK's models of the
-   request and result; to a 2026-era streamable-HTTP upstream also the SDK's
-   client transport and dispatcher: the request is its own
-   POST (``upstream.http_calls``; on our own HTTP/1.1 connections where httpx
-   would add nothing: ``upstream.http1``). Over the HTTP front, a call of this row whose
-   ``_meta`` is the envelope and at most a log level skips the SDK's HTTP
-   server too: ``host.http_fast_calls`` answers it (its own conditions on the
-   POST are listed there and pinned by ``tests/host/test_http_fast_calls.py``).
-   From a stdio host, such a call skips the SDK's stdio server in the same way:
-   the wire splice hands it to ``host.stdio_fast_calls``, which runs it off the
-   host wire. **A handshake-era stdio host's** call takes this
-   row too when its ``_meta`` holds at most trace context and a progress token and the server's
-   generation is 2026-era (over HTTP, or over stdio with its splice not ready):
-   such a server asks nothing mid-call, its input rounds are run in the sidecar
-   (``Upstream.call_tool_wire``), its log messages are asked for at the host's
-   level, and the result takes the handshake shape (``ToolCalls.call_tool_wire``).
-   So does a handshake-era HTTP session's, by the HTTP front's own answer
-   (``host.http_handshake_fast``, its POST's conditions ``http_handshake_calls``'s).
-3. **SDK path** (``ToolCalls.call_tool``): every other call, each for a reason:
-   * a handshake-era host over HTTP, but for the rows above (a session's
-     call not taken by its POST's conditions): the SDK serves its era's shapes;
-   * a handshake-era host's call to a handshake-era server off the splice
-     (over HTTP: its questions mid-call), or with other ``_meta``;
-   * a handshake-era host's progress token to a handshake-era server off the splice;
-   * a retry whose ``inputResponses`` the SDK's model refuses: the SDK says why;
-   * a name not routed yet: only this path waits for the first attempts;
-   * params of an unexpected shape: the SDK reports the validation error.
+======  =======================================================  =========================
+way     who carries the call                                     upstream leg
+======  =======================================================  =========================
+splice  the reader writes the request to the upstream's stdin;   the stdio wire
+        its stdout pump writes the answer to the host            (``upstream.splice``)
+fast    a task of the front's own runs ``tool_calls.reply``       our own POST (a 2026-era
+        (``stdio_fast_calls``, ``http_fast_calls``,              HTTP server), else the
+        ``http_handshake_calls``)                                SDK's session
+sdk     the SDK's server; its handler (``ToolCalls.call_tool``)  as for fast
+        runs ``call_tool_wire`` too
+======  =======================================================  =========================
+
+**splice**, when all hold: ``params`` has only ``name``, ``arguments`` and
+``_meta``; ``_meta`` is the 2026 envelope naming a 2026 version (a handshake-era
+host: nothing), plus at most trace context and a progress token (ours goes
+upstream, the call's id; ``UpstreamSplice.deliver_progress`` puts the host's
+back); the tool has no ``outputSchema`` (bytes: nothing would check it); the
+generation is over stdio and its splice ready; the request can be queued at
+once. Over HTTP also: a 2026-era host's call goes to a 2026-era server, without
+trace context; a handshake-era session's to either era. Between eras the splice
+does what the SDK path would (``host.splice_rounds``).
+
+**fast**, for a 2026-era host: every other plain call (a log level, trace
+context, an ``outputSchema``, an input round's retry whose responses the SDK's
+model reads), to any generation that is ready. For a handshake-era host: a
+call with at most trace context and a progress token in ``_meta``, to a
+2026-era server (it asks nothing mid-call; its input rounds run in the sidecar).
+Each front's reader adds its own conditions on the request (its module says which).
+
+**sdk**, every other call, each for a reason: a handshake-era host's call to a
+handshake-era server off the splice (its questions mid-call) or with other
+``_meta``; a retry whose ``inputResponses`` the SDK's model refuses (the SDK
+says why); a name not routed yet (only the SDK's handler waits for the first
+attempts); params of an unexpected shape (the SDK reports the validation error).
 
 Pure functions: no I/O, no state.
 """
@@ -86,6 +60,7 @@ from supervisor.telemetry.spans import trace_carrier
 
 if TYPE_CHECKING:
     from supervisor.catalog.registry import RegisteredTool
+    from supervisor.host.pipeline import FrontKind
     from supervisor.server_actor import ServerActor
 
 Path = Literal["splice", "fast", "sdk"]
@@ -167,13 +142,12 @@ def path_of(
     call: PlainCall | None,
     routed: tuple[RegisteredTool, ServerActor] | None,
     *,
-    stdio_host: bool,
+    front: FrontKind,
     handshake_host: bool,
-    http_answer: bool = False,
 ) -> Path:
     """The path of the table above for ``call`` (``plain_call``), routed to ``routed`` (None: not routed now).
 
-    ``http_answer``: asked by the HTTP front's own answer (``host.http_fast_calls``), which splices too.
+    ``front``: which front's own reader asks (the stdio host wire's, or the HTTP front's own answer).
     """
     if call is None or routed is None:
         return "sdk"
@@ -184,11 +158,11 @@ def path_of(
     splice = upstream.splice if tool.source.output_schema is None else None  # bytes: nothing checks the schema
     # The HTTP front's own answer: a 2026-era host's calls to 2026-era servers (no trace context: the fast path
     # carries it), a handshake-era session's to either (its trace context goes upstream as it came).
-    spliced_front = stdio_host or (
-        http_answer and splice is not None and (handshake_host or (splice.modern and call.carrier is None))
+    spliced_front = front == "stdio" or (
+        splice is not None and (handshake_host or (splice.modern and call.carrier is None))
     )
     if spliced_front and call.spliceable and splice is not None and splice.ready:
         return "splice"
     if handshake_host:  # a call to a 2026-era server: its rounds run in the sidecar, off the SDK
-        return "fast" if (stdio_host or http_answer) and call.handshake_fast and upstream.modern else "sdk"
+        return "fast" if call.handshake_fast and upstream.modern else "sdk"
     return "fast"

@@ -75,7 +75,6 @@ from supervisor.errors import UpstreamError
 from supervisor.host.catalog_search import CatalogSearch
 from supervisor.host.change_notices import ChangeNotices
 from supervisor.host.exchanges import ExchangeTable
-from supervisor.host.fast_path import FastToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
 from supervisor.host.resource_subscriptions import ResourceSubscriptions
@@ -175,9 +174,6 @@ class Front:
         )
         """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
         add_server_middleware(self.server, self.tools_list_cache)
-        self.fast_calls = FastToolCalls(self.route, self.tool_calls.call_tool_wire)
-        """The tools/call fast path (``host.fast_path``); innermost, after the request tracking."""
-        add_server_middleware(self.server, self.fast_calls)
         self.init_options = self.server.create_initialization_options(
             NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
         )

@@ -19,16 +19,18 @@ whichever task makes them (the upstream's stdout pump writes the answer).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
+
+import trio
 
 from supervisor.wire.codec import to_json
 from supervisor.wire.locks import QuickLock
 
 if TYPE_CHECKING:
-    from starlette.types import Message, Scope, Send
+    from starlette.types import Message, Receive, Scope, Send
 
     from supervisor.ops.http1_exchange import SendNow
 
@@ -214,3 +216,33 @@ class PostAnswer:
 def event(message: bytes) -> bytes:
     """One JSON-RPC message as one ``event: message`` of the stream."""
     return b"event: message\r\ndata: " + message + b"\r\n\r\n"
+
+
+async def answer_post(
+    stream: PostAnswer,
+    receive: Receive,
+    reply: Callable[[], Awaitable[tuple[bytes, int]]],
+    hung_up: Callable[[], None],
+) -> None:
+    """Answer a POST whose call its own task runs: ``reply`` gives the body and status, written on ``stream``.
+
+    Meanwhile one watcher pings every ``PING_SEC`` of silence and, at the host's
+    hang-up, calls ``hung_up`` once and stops: a 2026-era host's call is
+    cancelled so (the caller's scope), a handshake-era one's goes on.
+    """
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch, stream, receive, hung_up)
+        body, status = await reply()
+        await stream.answer(body, status)
+        nursery.cancel_scope.cancel()
+
+
+async def _watch(stream: PostAnswer, receive: Receive, hung_up: Callable[[], None]) -> None:
+    while True:
+        with trio.move_on_after(PING_SEC):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                hung_up()
+                return
+            continue
+        await stream.ping()

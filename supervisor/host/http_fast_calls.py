@@ -48,7 +48,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
-from mcp.server.runner import modern_error_data
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundModernRoute,
@@ -61,9 +60,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.compat.sdk import modern_request_context, progress_token_of
 from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
-from supervisor.host.http_answers import PING_SEC, PostAnswer, PostHeaders, post_headers
+from supervisor.host.http_answers import PostAnswer, PostHeaders, answer_post, post_headers
 from supervisor.host.http_handshake_calls import HandshakeCalls, handshake_session
 from supervisor.host.http_splice import HttpAnswer, HttpSplice
+from supervisor.host.tool_calls import reply
 from supervisor.ops.http1_exchange import DETACH
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import to_json
@@ -83,7 +83,7 @@ its own response), and trace context (upstream as it came; with telemetry on, th
 
 Notify = Callable[[str, "Mapping[str, Any] | None"], Awaitable[None]]
 Run = Callable[[Notify], Awaitable[dict[str, Any]]]
-"""Runs a call on the fast path: its result, its notices to ``Notify``."""
+"""Runs a call on the fast path: its JSON-RPC reply, its notices to ``Notify``."""
 
 
 class HttpFastCalls:
@@ -126,9 +126,8 @@ class HttpFastCalls:
             self.taken["sdk"] += 1
             await self._sdk(scope, _replaying(read, receive), send)
             return
-        request_id, how = taken
-        if not isinstance(how, HttpAnswer):  # a spliced call's answer is detached: written by whoever has it
-            await _answer(request_id, how, receive, send)
+        if not isinstance(taken, HttpAnswer):  # a spliced call's answer is detached: written by whoever has it
+            await _answer(taken, receive, send)
 
     async def _handshake_post(self, session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A handshake-era session's POST: answered by ``HandshakeCalls`` if it takes it, else by the SDK's app."""
@@ -143,8 +142,8 @@ class HttpFastCalls:
         self.taken[f"handshake {kind}"] += 1
         await serve(receive, send)
 
-    def _take(self, headers: PostHeaders, scope: Scope, body: bytes) -> tuple[Any, Run | HttpAnswer] | None:
-        """(the request id, what runs the call, its notices to ``Notify``) if this POST is one to answer here.
+    def _take(self, headers: PostHeaders, scope: Scope, body: bytes) -> Run | HttpAnswer | None:
+        """What runs the call (its notices to ``Notify``), or its spliced answer, if this POST is one to answer here.
 
         A call the splice carries is sent here, at once (``host.http_splice``), and its answer detached: whoever
         settles the call writes it (the server's ``DETACH``; without it, the fast path takes the call).
@@ -168,7 +167,7 @@ class HttpFastCalls:
             return None
         front = self._front
         routed = front.route(plain.name)
-        path = path_of(plain, routed, stdio_host=False, handshake_host=False, http_answer=True)
+        path = path_of(plain, routed, front="http", handshake_host=False)
         if path == "sdk":
             return None
         assert routed is not None
@@ -183,14 +182,14 @@ class HttpFastCalls:
             if spliced is not None:
                 self.taken["splice"] += 1
                 spliced.attach(detach)
-                return request_id, spliced
+                return spliced
         self.taken["fast"] += 1
 
         def run(notify: Notify) -> Awaitable[dict[str, Any]]:
             ctx = modern_request_context(verdict, "tools/call", request_id, params, notify)
-            return front.tool_calls.call_tool_wire(ctx, tool, actor, plain.arguments, own_span="http")
+            return reply(front.tool_calls.call_tool_wire, ctx, tool, actor, plain.arguments, own_span="http")
 
-        return request_id, run
+        return run
 
     def _declares_mcp_headers(self, schema: Any) -> bool:
         """Whether ``schema`` mirrors arguments into ``Mcp-Param-*`` headers (the SDK checks those)."""
@@ -245,30 +244,15 @@ def _replaying(read: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def _answer(request_id: Any, run: Run, receive: Receive, send: Send) -> None:
-    """Run the call, cancelled if the host hangs up, and write its answer (an event stream once it sent notices
-    or went silent)."""
+async def _answer(run: Run, receive: Receive, send: Send) -> None:
+    """Run the call, cancelled if the host hangs up (the 2026 wire's cancel: then no answer), and write its answer
+    (an event stream once it sent notices or went silent), with the SDK's HTTP status for an error's code."""
     stream = PostAnswer(send)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_watch, stream, receive, nursery.cancel_scope)
-        try:
-            result = await run(stream.notice)
-            body, status = to_json({"jsonrpc": "2.0", "id": request_id, "result": result}), 200
-        except Exception as exc:  # what the SDK's runner maps, mapped the same way
-            error = modern_error_data(exc)
-            reply = {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(mode="json", exclude_none=True)}
-            body, status = to_json(reply), ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-        await stream.answer(body, status)
-        nursery.cancel_scope.cancel()
 
+    async def reply() -> tuple[bytes, int]:
+        answer = await run(stream.notice)
+        error = answer.get("error")
+        return to_json(answer), 200 if error is None else ERROR_CODE_HTTP_STATUS.get(error["code"], 200)
 
-async def _watch(stream: PostAnswer, receive: Receive, call: trio.CancelScope) -> None:
-    """Cancel ``call`` when the host hangs up; ping while it is silent. Cancelled once it is answered."""
-    while True:
-        with trio.move_on_after(PING_SEC):
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                call.cancel()
-                return
-            continue
-        await stream.ping()
+    with trio.CancelScope() as call:
+        await answer_post(stream, receive, reply, call.cancel)

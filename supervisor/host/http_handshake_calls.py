@@ -25,8 +25,10 @@ SDK's app for anything not taken here) when all of these hold:
   says ``"splice"`` for it (a stdio generation whose splice is ready), not
   shutting down. Where it says ``"fast"`` (a 2026-era server with no splice
   ready: over HTTP, as a rule), the call is run in its POST's task instead
-  (``host.http_handshake_fast``: the fast path's runner, its questions and
-  log messages on its response as here, its cancel in ``_running``).
+  (``_serve``: ``tool_calls.reply``, every task-run call's runner, its
+  questions and log messages on its response as here, its cancel in
+  ``_running``): 2,845 us of sidecar CPU per call on the SDK's session
+  transport, dispatcher, server runner and client before (issue 29).
 
 While the call runs, its session is held open (the idle countdown stops, as
 for a request the SDK serves: ``compat.sdk_sessions.hold``), until its answer
@@ -64,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 from mcp import MCPError
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.exceptions import NoBackChannelError
 from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -72,18 +75,22 @@ from supervisor.calls.attribution import HostCall
 from supervisor.compat.sdk import notify_progress, progress_token_of, request_context_on
 from supervisor.compat.sdk_sessions import hold, live_session
 from supervisor.host.call_paths import path_of, plain_call
-from supervisor.host.http_answers import PostAnswer, PostHeaders
-from supervisor.host.http_handshake_fast import FastCall
+from supervisor.host.http_answers import PostAnswer, PostHeaders, answer_post
 from supervisor.host.http_splice import HttpAnswer, HttpSplice
+from supervisor.host.tool_calls import reply
 from supervisor.ops.http1_exchange import DETACH
+from supervisor.wire.codec import to_json
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
+    from mcp.server.context import ServerRequestContext
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import Receive, Scope, Send
 
     from supervisor.calls.splice import SplicedCall
+    from supervisor.catalog.registry import RegisteredTool
     from supervisor.host.front import Front
+    from supervisor.server_actor import ServerActor
 
 ASK_ID_PREFIX: Final = "mcp-supervisor/ask/"
 """Ids of the requests asked on a spliced call's response; a reply POST that carries one is ours."""
@@ -107,9 +114,9 @@ class HandshakeCalls:
         self.splice = HttpSplice(front, handshake=True)
         self._calls: dict[tuple[str, str | int], HttpAnswer] = {}
         """(session id, the host's request id) → a spliced call not yet settled (for the host's cancel)."""
-        self._running: dict[tuple[str, str | int], FastCall] = {}
-        """(session id, the host's request id) → a call its POST's task runs on the fast path (for the host's
-        cancel: ``host.http_handshake_fast``)."""
+        self._running: dict[tuple[str, str | int], trio.CancelScope] = {}
+        """(session id, the host's request id) → a call its POST's task runs on the fast path (``_serve``), for
+        the host's cancel."""
         self._asked: dict[str, _Question] = {}
         """Our request id → a question on a call's response, waiting for the host's reply."""
         self._ids = itertools.count(1)
@@ -149,22 +156,26 @@ class HandshakeCalls:
             return None
         plain = plain_call(params, handshake_host=True)
         routed = self._front.route(plain.name) if plain is not None else None
-        path = path_of(plain, routed, stdio_host=False, handshake_host=True, http_answer=True)
+        path = path_of(plain, routed, front="http", handshake_host=True)
         if path == "fast":
             assert plain is not None and routed is not None and isinstance(params, dict)
             asker = PostAsker(self, session_id, connection)
             asker.progress_token = progress_token_of(params)
-            release = hold(transport)  # the session stays open while the call runs
-
-            def done() -> None:
-                del self._running[key]
-                release()
-
-            headers = _session_headers(session_id)
-            call = self._running[key] = FastCall(
-                self._front, asker, host_id, params, routed, plain.arguments, headers, done
+            ctx = request_context_on(
+                connection, "tools/call", host_id, params, outbound=asker, meta=params.get("_meta")
             )
-            return "fast", call.serve
+            call = self._running[key] = trio.CancelScope()
+            release = hold(transport)  # the session stays open while the call runs
+            return "fast", partial(
+                self._serve,
+                key=key,
+                call=call,
+                ctx=ctx,
+                routed=routed,
+                arguments=plain.arguments,
+                asker=asker,
+                release=release,
+            )
         detach = scope.get("extensions", {}).get(DETACH)
         if detach is None or path != "splice":
             return None
@@ -187,6 +198,44 @@ class HandshakeCalls:
         asker.stream = answer.attach(detach, _session_headers(session_id))
         return "splice", _detached
 
+    async def _serve(
+        self,
+        receive: Receive,
+        send: Send,
+        *,
+        key: tuple[str, str | int],
+        call: trio.CancelScope,
+        ctx: ServerRequestContext[Any],
+        routed: tuple[RegisteredTool, ServerActor],
+        arguments: dict[str, Any] | None,
+        asker: PostAsker,
+        release: Callable[[], None],
+    ) -> None:
+        """Run a call ``path_of`` gives the fast path in its POST's task and answer it on its response.
+
+        Its questions and log messages ride the response (``asker``); a hang-up
+        fails its questions and the call goes on (the era cancels by notice);
+        the host's cancel (``call``) is answered ``REQUEST_CANCELLED``, as the
+        SDK's transport answers it.
+        """
+        stream = asker.stream = PostAnswer(send, _session_headers(key[0]))
+        tool, actor = routed
+
+        async def answered() -> tuple[bytes, int]:
+            answer = _CANCELLED | {"id": key[1]}
+            with call:
+                answer = await reply(
+                    self._front.tool_calls.call_tool_wire, ctx, tool, actor, arguments, own_span="http"
+                )
+            return to_json(answer), 200
+
+        try:
+            await answer_post(stream, receive, answered, asker.close)
+        finally:
+            asker.close()  # a question still waiting for the host fails: the call is over
+            del self._running[key]
+            release()
+
     def _take_reply(self, session_id: str, scope: Scope, message: dict[str, Any]) -> tuple[str, Serve] | None:
         request_id = message.get("id")
         question = self._asked.get(request_id) if isinstance(request_id, str) else None
@@ -207,7 +256,7 @@ class HandshakeCalls:
         if (answer is None and running is None) or live_session(self._manager, session_id, scope.get("user")) is None:
             return None
         if running is not None:
-            running.cancel()
+            running.cancel()  # answered REQUEST_CANCELLED by its POST's task (``_serve``)
         elif answer is not None and not self.splice.cancel(answer):
             return None  # answered meanwhile: the SDK's app ignores it as well
         return "cancel", partial(_accepted, session_id)
@@ -260,7 +309,7 @@ class PostAsker:
         self.connection = connection
         self.stream: PostAnswer | None = None
         self.progress_token: Any = None
-        """The host's progress token, for a call run on the fast path (``host.http_handshake_fast``)."""
+        """The host's progress token, for a call run on the fast path (``HandshakeCalls._serve``)."""
         self._waiting: set[_Question] = set()
         self._closed = False
 
@@ -331,6 +380,7 @@ class PostAsker:
             self.stream.message_now(cancel)
 
 
+_CANCELLED: Final = {"jsonrpc": "2.0", "error": {"code": REQUEST_CANCELLED, "message": "Request cancelled"}}
 _ENDED: Final = {"error": {"code": INTERNAL_ERROR, "message": "mcp-supervisor: the call ended before its host replied"}}
 
 

@@ -197,7 +197,7 @@ class HostSplice:
         handshake = self.handshake_version is not None
         plain = plain_call(message.get("params"), handshake_host=handshake)
         routed = self.front.route(plain.name) if plain is not None else None
-        path = path_of(plain, routed, stdio_host=True, handshake_host=handshake)
+        path = path_of(plain, routed, front="stdio", handshake_host=handshake)
         if path == "fast" and plain is not None and routed is not None:
             large_line = None if spans is None else line
             taken = self.fast.take(message, routed, plain.arguments, large_line, handshake=handshake)

@@ -23,7 +23,7 @@ these hold:
   (``ToolCalls.call_tool_wire``'s ``own_span``), parented on the host's trace context.
 
 The call runs in a task of its own (the link's nursery) through the same
-code as the SDK path's fast path (``ToolCalls.call_tool_wire``: routing,
+code as every call a task runs (``ToolCalls.call_tool_wire``: routing,
 ``tool_timeout_sec``, errors, the unknown-tool heal, metrics, the result in
 the host's era's shape, a handshake-era host's input rounds run in the
 sidecar). A 2026-era host's context is the one the SDK's single-exchange entry
@@ -32,10 +32,9 @@ host's is built on its connection (``compat.sdk.request_context_on``), whose
 requests (an input round's questions) go through the connection's own channel,
 so the SDK's dispatcher takes the host's reply. The call's log notices go to
 the host wire, in order with its answer; its answer, or the SDK's error for
-what it raised (the runner's ``modern_error_data``, or for the handshake era
-the dispatcher's: ``host.tool_calls.handshake_error_data``), is written to the host as one
-line. The host's ``notifications/cancelled`` for it cancels the task, and it
-is answered never, as on the SDK path. The stdio link's unanswered-request set
+what it raised, each era's (``tool_calls.reply``), is written to the host as
+one line. The host's ``notifications/cancelled`` for it cancels the task, and
+it is answered never, as on the SDK path. The stdio link's unanswered-request set
 tracks it.
 
 Concurrency: ``take`` and ``cancel`` are synchronous, in the host wire's
@@ -51,13 +50,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
-from mcp.server.runner import modern_error_data
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
-from mcp_types import LOG_LEVEL_META_KEY, ErrorData
+from mcp_types import LOG_LEVEL_META_KEY
 
 from supervisor.compat.sdk import modern_request_context, notify_progress, progress_token_of, request_context_on
 from supervisor.host.call_paths import ENVELOPE_KEYS
-from supervisor.host.tool_calls import handshake_error_data
+from supervisor.host.tool_calls import reply
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import frame
 
@@ -130,7 +128,6 @@ class StdioFastCalls:
             ctx = request_context_on(
                 connection, "tools/call", host_id, params, outbound=outbound, meta=params.get("_meta")
             )
-            error_of = handshake_error_data
         else:
             if not _TAKEN_META_KEYS.issuperset(params.get("_meta") or ()):
                 return False
@@ -138,11 +135,10 @@ class StdioFastCalls:
             if not isinstance(verdict, InboundModernRoute):
                 return False  # the SDK answers with the ladder's error
             ctx = modern_request_context(verdict, "tools/call", host_id, params, self._notify)
-            error_of = modern_error_data
         scope = self._running[host_id] = trio.CancelScope()
         self._tracker.track(host_id)
         self.taken += 1
-        nursery.start_soon(partial(self._run, host_id, scope, ctx, error_of, routed=routed, arguments=arguments))
+        nursery.start_soon(partial(self._run, host_id, scope, ctx, routed=routed, arguments=arguments))
         return True
 
     def cancel(self, host_id: str | int) -> bool:
@@ -158,7 +154,6 @@ class StdioFastCalls:
         host_id: str | int,
         scope: trio.CancelScope,
         ctx: ServerRequestContext[Any],
-        error_of: Callable[[Exception], ErrorData],
         *,
         routed: tuple[RegisteredTool, ServerActor],
         arguments: dict[str, Any] | None,
@@ -166,13 +161,10 @@ class StdioFastCalls:
         tool, actor = routed
         try:
             with scope:
-                try:
-                    result = await self._front.tool_calls.call_tool_wire(ctx, tool, actor, arguments, own_span="stdio")
-                    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": host_id, "result": result}
-                except Exception as exc:  # what the SDK maps, mapped the same way
-                    error = error_of(exc).model_dump(mode="json", exclude_none=True)
-                    reply = {"jsonrpc": "2.0", "id": host_id, "error": error}
-                await self._write(frame(reply))
+                answer = await reply(
+                    self._front.tool_calls.call_tool_wire, ctx, tool, actor, arguments, own_span="stdio"
+                )
+                await self._write(frame(answer))
         finally:
             del self._running[host_id]
             self._tracker.settle(host_id)

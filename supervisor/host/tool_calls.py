@@ -29,6 +29,7 @@ import mcp_types as types
 import trio
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
+from mcp.server.runner import modern_error_data
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import URL_ELICITATION_REQUIRED, ErrorData
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -136,8 +137,8 @@ class ToolCalls:
         *,
         own_span: FrontKind | None = None,
     ) -> dict[str, Any]:
-        """The fast path (``host.fast_path``): the same call, the result as the upstream's JSON object, in the
-        host's era's shape: restamped for a 2026-era host, ``handshake_shaped`` for a handshake-era one.
+        """Every call's runner: the result as the upstream's JSON object, in the host's era's shape (restamped
+        for a 2026-era host, ``handshake_shaped`` for a handshake-era one).
 
         Always the result's wire dict, ours included (the HTTP front's own answer
         writes it as it is: ``host.http_fast_calls``). ``own_span``: the front of a
@@ -227,6 +228,42 @@ class ToolCalls:
             settle(front, tool, outcome, started, failure=failure)
             if spans is not None:
                 spans.end(outcome, result, error)
+
+
+class WireRunner(Protocol):
+    """``ToolCalls.call_tool_wire``."""
+
+    async def __call__(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: RegisteredTool,
+        actor: ServerActor,
+        arguments: dict[str, Any] | None,
+        *,
+        own_span: FrontKind | None = None,
+    ) -> dict[str, Any]: ...
+
+
+async def reply(
+    run: WireRunner,
+    ctx: ServerRequestContext[Any],
+    tool: RegisteredTool,
+    actor: ServerActor,
+    arguments: dict[str, Any] | None,
+    *,
+    own_span: FrontKind,
+) -> dict[str, Any]:
+    """The JSON-RPC reply to a call a front's own task runs (``run``: ``ToolCalls.call_tool_wire``): its result, or
+    the error the SDK would answer for what it raised, by the host's era (its runner's mapping, or its dispatcher's).
+    """
+    answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ctx.request_id}
+    try:
+        answer["result"] = await run(ctx, tool, actor, arguments, own_span=own_span)
+    except Exception as exc:  # what the SDK maps, mapped the same way
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        error = modern_error_data(exc) if modern else handshake_error_data(exc)
+        answer["error"] = error.model_dump(mode="json", exclude_none=True)
+    return answer
 
 
 def _is_error_wire(result: dict[str, Any] | types.InputRequiredResult) -> bool:

@@ -12,7 +12,7 @@ the listing twice (against the negotiated revision's wire model, dumping it
 back to a dict, then into the version-free model) and deep-copies it into the
 response cache (``copy.deepcopy`` over every schema). The raw path sends the
 request through the session's own stamp and dispatcher (``compat.sdk.send_raw_request``,
-as ``host.fast_path`` does for calls), shapes the dict exactly as
+as ``Upstream._tool_sender`` does for calls), shapes the dict exactly as
 ``ClientSession.send_request`` does (``ttlMs`` clamp, later-revision keys
 dropped), validates it against the revision's wire model without the dump,
 parses it once, and lets the session absorb it (``x-mcp-header`` filter, output

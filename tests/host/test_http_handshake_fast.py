@@ -1,4 +1,4 @@
-"""A handshake-era session's plain call to a 2026-era server, off the splice, run by its POST (``http_handshake_fast``).
+"""A handshake-era session's plain call to a 2026-era server, off the splice, run by its POST (``_serve``).
 
 In-process, as ``test_http_handshake_splice.py``: ``HttpFastCalls`` over raw
 ASGI, a real session of a real SDK session manager, and a Front whose tool's

@@ -2,10 +2,10 @@
 
 ``test_the_one_decision_…`` pins the decision itself (``plain_call`` and
 ``path_of``) for every era pair, front and transport; the tests after it hold
-its two users to it, one case per condition of each row, in-process: the
-splice (``HostSplice.on_line``) and the fast path (``FastToolCalls``). The
-end-to-end proofs that each path carries a call like the others are in
-``test_wire_splice.py`` and ``test_fast_path.py``.
+the stdio host wire's reader to it, one case per condition of the splice's
+row, in-process (``HostSplice.on_line``; the HTTP front's own answer:
+``test_http_fast_calls.py``). The end-to-end proofs that each path carries a
+call like the others are in ``test_wire_splice.py`` and ``test_sdk_path_calls.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any, cast
 import anyio
 import mcp_types as types
 import pytest
-import trio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
@@ -25,7 +24,7 @@ from supervisor.catalog.registry import Registry
 from supervisor.catalog.transforms import compile_transforms
 from supervisor.config.transforms import ToolTransformSettings
 from supervisor.host.call_paths import path_of, plain_call
-from supervisor.host.fast_path import FastToolCalls
+from supervisor.host.pipeline import FrontKind
 from supervisor.host.splice import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from tests.fakes import SpliceFront, SpliceTracker
@@ -69,33 +68,31 @@ DECISIONS = [
     ("handshake", "stdio", BARE, _routed(_generation()), "splice"),
     ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
     ("handshake", "stdio", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
-    ("2026", "http", PLAIN, _routed(_generation()), "fast"),
-    ("2026", "http answer", PLAIN, _routed(_generation()), "splice"),
-    ("2026", "http answer", PLAIN, _routed(_generation(modern=False)), "fast"),
-    ("2026", "http answer", PLAIN, _routed(_generation(stdio=False)), "fast"),
-    ("2026", "http answer", PLAIN, _routed(_generation(ready=False)), "fast"),
-    ("2026", "http answer", {**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT}}, _routed(_generation()),
+    ("2026", "http", PLAIN, _routed(_generation()), "splice"),
+    ("2026", "http", PLAIN, _routed(_generation(modern=False)), "fast"),
+    ("2026", "http", PLAIN, _routed(_generation(stdio=False)), "fast"),
+    ("2026", "http", PLAIN, _routed(_generation(ready=False)), "fast"),
+    ("2026", "http", {**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT}}, _routed(_generation()),
      "fast"),
-    ("2026", "http answer", {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}},
+    ("2026", "http", {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation()), "fast"),
     ("2026", "stdio", PLAIN, _routed(_generation(stdio=False)), "fast"),
     ("2026", "stdio", PLAIN, _routed(_generation(ready=False)), "fast"),
     ("2026", "stdio", {**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation()), "fast"),
-    ("handshake", "http", BARE, _routed(_generation()), "sdk"),
-    ("handshake", "http answer", BARE, _routed(_generation(modern=False)), "splice"),
-    ("handshake", "http answer", BARE, _routed(_generation()), "splice"),
-    ("handshake", "http answer", BARE, _routed(_generation(stdio=False)), "fast"),
-    ("handshake", "http answer", BARE, _routed(_generation(ready=False)), "fast"),
-    ("handshake", "http answer", BARE, _routed(_generation(stdio=False, modern=False)), "sdk"),
-    ("handshake", "http answer", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
+    ("handshake", "http", BARE, _routed(_generation(modern=False)), "splice"),
+    ("handshake", "http", BARE, _routed(_generation()), "splice"),
+    ("handshake", "http", BARE, _routed(_generation(stdio=False)), "fast"),
+    ("handshake", "http", BARE, _routed(_generation(ready=False)), "fast"),
+    ("handshake", "http", BARE, _routed(_generation(stdio=False, modern=False)), "sdk"),
+    ("handshake", "http", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation(stdio=False)), "sdk"),
-    ("handshake", "http answer", BARE, _routed(_generation(modern=False, ready=False)), "sdk"),
-    ("handshake", "http answer", {**BARE, "_meta": {"traceparent": TRACEPARENT}},
+    ("handshake", "http", BARE, _routed(_generation(modern=False, ready=False)), "sdk"),
+    ("handshake", "http", {**BARE, "_meta": {"traceparent": TRACEPARENT}},
      _routed(_generation(modern=False)), "splice"),
-    ("handshake", "http answer", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
-    ("handshake", "http answer", {**BARE, "_meta": {"progressToken": 1}}, _routed(_generation(modern=False)), "splice"),
-    ("handshake", "http answer", {**BARE, "_meta": {"x-own": 1}}, _routed(_generation(modern=False)), "sdk"),
+    ("handshake", "http", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation()), "splice"),
+    ("handshake", "http", {**BARE, "_meta": {"progressToken": 1}}, _routed(_generation(modern=False)), "splice"),
+    ("handshake", "http", {**BARE, "_meta": {"x-own": 1}}, _routed(_generation(modern=False)), "sdk"),
     ("handshake", "stdio", BARE, _routed(_generation(stdio=False)), "fast"),
     ("handshake", "stdio", {**BARE, "_meta": {"traceparent": TRACEPARENT}}, _routed(_generation(stdio=False)), "fast"),
     ("handshake", "stdio", BARE, _routed(_generation(ready=False)), "fast"),
@@ -103,7 +100,6 @@ DECISIONS = [
     ("handshake", "stdio", BARE, _routed(_generation(ready=False, modern=False)), "sdk"),
     ("handshake", "stdio", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation(stdio=False)), "sdk"),
-    ("handshake", "http", BARE, _routed(_generation(stdio=False)), "sdk"),
     ("handshake", "stdio", {**BARE, "_meta": {"io.modelcontextprotocol/logLevel": "info"}},
      _routed(_generation()), "sdk"),
     ("handshake", "stdio", {**BARE, "_meta": ENVELOPE}, _routed(_generation()), "sdk"),
@@ -131,14 +127,11 @@ DECISIONS = [
 
 @pytest.mark.parametrize(("era", "front", "params", "routed", "path"), DECISIONS)
 def test_the_one_decision_names_the_path_of_every_call_for_every_era_pair_front_and_transport(
-    era: str, front: str, params: dict[str, Any], routed: Any, path: str
+    era: str, front: FrontKind, params: dict[str, Any], routed: Any, path: str
 ) -> None:
     handshake = era == "handshake"
     plain = plain_call(params, handshake_host=handshake)
-    http_answer = front == "http answer"  # the HTTP front's own (``host.http_fast_calls``, ``http_handshake_calls``)
-    assert (
-        path_of(plain, routed, stdio_host=front == "stdio", handshake_host=handshake, http_answer=http_answer) == path
-    )
+    assert path_of(plain, routed, front=front, handshake_host=handshake) == path
     if plain is not None:
         assert plain.name == params["name"] and plain.arguments == params.get("arguments")
         carrier = {k: v for k, v in (params.get("_meta") or {}).items() if k == "traceparent"}
@@ -215,71 +208,6 @@ async def test_the_splice_takes_exactly_the_calls_its_row_names(
             assert sent["id"].startswith("mcp-supervisor/splice/")
             assert sent["params"]["name"] == "echo"
         host.attach(None)
-
-
-def _ctx(params: Any, *, version: str = MODERN, method: str = "tools/call") -> Any:
-    return SimpleNamespace(method=method, params=params, protocol_version=version)
-
-
-FAST_CASES = [
-    pytest.param(_ctx(PLAIN), {}, "fast", id="fast: a plain 2026 call to a 2026-era generation"),
-    pytest.param(
-        _ctx({**PLAIN, "_meta": {**ENVELOPE, "io.modelcontextprotocol/logLevel": "debug"}}),
-        {},
-        "fast",
-        id="fast: any _meta but a progress token (unlike the splice)",
-    ),
-    pytest.param(
-        _ctx({**PLAIN, "_meta": {**ENVELOPE, "traceparent": TRACEPARENT, "baggage": "k=v"}}),
-        {},
-        "fast",
-        id="fast: trace context in _meta",
-    ),
-    pytest.param(_ctx(PLAIN, version=HANDSHAKE), {}, "general", id="SDK: a handshake-era host"),
-    pytest.param(_ctx({**PLAIN, "_meta": {"progressToken": 7}}), {}, "fast", id="fast: a progress token"),
-    pytest.param(_ctx({**PLAIN, "inputResponses": {}}), {}, "fast", id="fast: an input round's retry"),
-    pytest.param(_ctx({**PLAIN, "arguments": [1]}), {}, "general", id="SDK: params of an unexpected shape"),
-    pytest.param(_ctx({**PLAIN, "name": "mcp__fx__other"}), {}, "general", id="SDK: a name not routed yet"),
-    pytest.param(
-        _ctx(PLAIN), {"output_schema": {"type": "object"}}, "fast", id="fast: an outputSchema (a stage checks it)"
-    ),
-    pytest.param(_ctx(PLAIN), {"ready_upstream": None}, "general", id="SDK: a generation that is not ready"),
-]
-
-
-@pytest.mark.parametrize(("ctx", "change", "path"), FAST_CASES)
-async def test_the_fast_path_takes_exactly_the_calls_its_row_names_and_the_sdk_path_the_rest(
-    ctx: Any, change: dict[str, Any], path: str
-) -> None:
-    actor = SimpleNamespace(ready_upstream=change.get("ready_upstream", SimpleNamespace(splice=None)))
-    front = _Front((_tool(change.get("output_schema")), actor))
-    taken: list[str] = []
-
-    async def run_call(ctx: Any, tool: Any, actor: Any, arguments: Any) -> Any:
-        taken.append("fast")
-        return {}
-
-    async def call_next(ctx: Any) -> Any:
-        taken.append("general")
-        return {}
-
-    with trio.fail_after(5):
-        await FastToolCalls(front.route, cast(Any, run_call))(ctx, cast(Any, call_next))
-    assert taken == [path]
-
-
-async def test_every_other_method_goes_past_the_fast_path_untouched() -> None:
-    taken: list[str] = []
-
-    async def call_next(ctx: Any) -> Any:
-        taken.append(ctx.method)
-        return {}
-
-    fast = FastToolCalls(lambda name: None, cast(Any, None))
-    with trio.fail_after(5):
-        await fast(_ctx(PLAIN, method="prompts/get"), cast(Any, call_next))
-    assert taken == ["prompts/get"]
-    assert fast.taken == {}
 
 
 async def test_I16_the_splice_sends_a_transformed_tools_arguments_as_the_upstream_takes_them() -> None:

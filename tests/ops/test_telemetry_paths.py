@@ -108,13 +108,14 @@ def _check_one_trace(recorded: Recorded, upstream: TracedUpstream, *, host_trans
     assert any(h.get("traceparent") == meta["traceparent"] for h in upstream.headers)
 
 
-async def test_I18_the_fast_path_carries_a_hosts_trace_to_the_upstream_in_one_trace(tmp_path: Path) -> None:
+async def test_I18_a_call_the_sdks_server_reads_carries_a_hosts_trace_to_the_upstream_in_one_trace(
+    tmp_path: Path,
+) -> None:
     with Recorded.start() as recorded, trio.fail_after(BOUND_SEC):
         async with traced_sidecar(tmp_path) as (sidecar, upstream), memory_host(sidecar, "auto") as host:
             with as_traced_host():
                 result = await host.call_tool(ECHO, {"text": "hi"}, meta=HOST_META)
             assert not result.is_error
-            assert dict(sidecar.front.fast_calls.taken) == {"fast": 1}, "a traceparent keeps a call on the fast path"
             generation = sidecar.supervisor.actors["up"].ready_upstream
             assert generation is not None and generation.http_calls is not None
             pool = generation.http_calls.pool
@@ -128,7 +129,6 @@ async def test_I18_the_sdk_path_with_a_handshake_era_host_carries_its_trace_to_t
             with as_traced_host():
                 result = await host.call_tool(ECHO, {"text": "hi"}, meta=HOST_META)
             assert not result.is_error
-            assert dict(sidecar.front.fast_calls.taken) == {"general": 1}
     _check_one_trace(recorded, upstream, host_transport="pipe")
 
 
@@ -152,7 +152,6 @@ async def test_I18_the_http_fronts_own_answer_carries_a_hosts_trace_in_one_trace
                             with as_traced_host():
                                 await host.session.call_tool(ECHO, {"text": "hi"}, meta=HOST_META)
                         assert link.fast_calls["/mcp"].taken["fast"] == 1, "answered by the front itself"
-                        assert dict(sidecar.front.fast_calls.taken) == {}, "the SDK's server never saw it"
                         nursery.cancel_scope.cancel()
     _check_one_trace(recorded, upstream, host_transport="tcp")
 
@@ -163,7 +162,6 @@ async def test_I18_off_no_span_is_made_and_the_hosts_trace_context_still_reaches
     with trio.fail_after(BOUND_SEC):
         async with traced_sidecar(tmp_path) as (sidecar, upstream), memory_host(sidecar, "auto") as host:
             await host.call_tool(ECHO, {"text": "hi"}, meta=HOST_META)
-            assert dict(sidecar.front.fast_calls.taken) == {"fast": 1}
     assert recorded.spans() == [], "telemetry off: not one span, even with a provider installed"
     (meta,) = upstream.metas
     assert {key: meta.get(key) for key in HOST_META} == HOST_META, "the host's keys go upstream unchanged"

@@ -1,10 +1,9 @@
-"""The tools/call fast path (``supervisor.host.fast_path``): what takes it, what falls back, and that nothing is lost.
+"""A call the SDK's server reads (``ToolCalls.call_tool``) runs through the same runner as a front's own answer.
 
 The Front runs in-process (a real ``Supervisor`` with one real fixture server
 behind it) and a real ``mcp.Client`` host talks to its MCP server over memory
-streams, so each test can read ``host.front.fast_calls.taken`` (which path
-every call took) and the metrics, and compare a call's result on the fast path
-with the same call on the general path.
+streams, so every call here is the SDK's server's to read: the handler hands it
+to ``ToolCalls.call_tool_wire``, and each test reads the result and the metrics.
 """
 
 from __future__ import annotations
@@ -86,44 +85,25 @@ def _comparable(result: types.CallToolResult) -> dict[str, Any]:
     return dumped
 
 
-async def test_a_plain_call_between_2026_era_ends_takes_the_fast_path_with_the_same_result_and_our_stamp(
-    tmp_path: Path,
-) -> None:
+async def test_a_plain_call_between_2026_era_ends_gets_the_upstreams_result_with_our_stamp(tmp_path: Path) -> None:
     with trio.fail_after(BOUND_SEC):
         async with serve(tmp_path, "--tools", "echo,add") as served:
             assert served.client.protocol_version == "2026-07-28"
-            fast = await served.client.call_tool(ECHO, {"text": "hi"})
-            assert dict(served.front.fast_calls.taken) == {"fast": 1}
-            served.front.fast_calls.enabled = False
-            general = await served.client.call_tool(ECHO, {"text": "hi"})
-            assert dict(served.front.fast_calls.taken) == {"fast": 1, "general": 1}
-            assert text_of(fast) == "hi"
-            assert _comparable(fast) == _comparable(general)
-            # The stamp names the sidecar (the host talks to us), as the general path's does.
-            assert fast.meta is not None and general.meta is not None
-            assert fast.meta[SERVER_INFO_META_KEY] == general.meta[SERVER_INFO_META_KEY]
-            assert fast.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
+            result = await served.client.call_tool(ECHO, {"text": "hi"})
+            assert text_of(result) == "hi"
+            # The stamp names the sidecar (the host talks to us), not the upstream.
+            assert result.meta is not None
+            assert result.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
+            own = await served.client.call_tool(ECHO, {"text": "own"}, meta=cast(types.RequestParamsMeta, {"x/own": 1}))
+            assert text_of(own) == "own", "a 2026-era host's _meta is its own"
             assert served.calls("ok") == 2
-
-
-async def test_a_progress_token_takes_the_fast_path_and_a_handshake_era_host_the_general_one(tmp_path: Path) -> None:
-    seen: list[float] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append(progress)
-
-    with trio.fail_after(BOUND_SEC):
-        async with serve(tmp_path, "--tools", "echo") as served:
-            await served.client.call_tool(ECHO, {"text": "p"}, progress_callback=on_progress)
-            assert dict(served.front.fast_calls.taken) == {"fast": 1}, "a progress token rides the call's channel"
-            await served.client.call_tool(ECHO, {"text": "p"}, meta=cast(types.RequestParamsMeta, {"x-test/own": 1}))
-            assert dict(served.front.fast_calls.taken) == {"fast": 2}, "a 2026-era host's _meta is its own"
         async with serve(tmp_path, "--tools", "echo", host="legacy") as served:
-            assert await served.client.call_tool(ECHO, {"text": "old host"})
-            assert dict(served.front.fast_calls.taken) == {"general": 1}, "a handshake-era host: another result shape"
+            old = await served.client.call_tool(ECHO, {"text": "old host"})
+            assert text_of(old) == "old host"
+            assert old.meta is None or SERVER_INFO_META_KEY not in old.meta, "a handshake-era result: no stamp"
 
 
-async def test_a_2026_era_hosts_call_to_a_handshake_era_server_takes_the_fast_path_and_its_questions_are_input_rounds(
+async def test_a_2026_era_hosts_call_to_a_handshake_era_server_gets_its_questions_as_input_rounds(
     tmp_path: Path,
 ) -> None:
     recorder = Recorder(name="ada")
@@ -131,25 +111,20 @@ async def test_a_2026_era_hosts_call_to_a_handshake_era_server_takes_the_fast_pa
     with trio.fail_after(BOUND_SEC):
         async with serve(tmp_path, "--fidelity", "--legacy-only", client=options) as served:
             assert served.client.protocol_version == "2026-07-28"
-            fast = await served.client.call_tool(ECHO, {"text": "old server"})
-            assert dict(served.front.fast_calls.taken) == {"fast": 1}
+            result = await served.client.call_tool(ECHO, {"text": "old server"})
+            assert text_of(result) == "old server"
+            assert result.meta is not None and result.meta[SERVER_INFO_META_KEY]["name"] == "mcp-supervisor"
             # The server asks mid-call: the host gets an input round (DESIGN I13), answers it, and retries.
             elicited = await served.client.call_tool("mcp__fx__elicit", {})
             assert text_of(elicited) == 'elicited: accept {"name": "ada"}'
-            assert served.front.fast_calls.taken["fast"] == 3, "the first round and the host's retry on the fast path"
             # The round is the sidecar's to shape for the host's era: a 2026 input request has no elicitationId.
             await served.client.call_tool("mcp__fx__elicit_url", {})
             asked = recorder.elicit_params[-1]
             assert isinstance(asked, types.ElicitRequestURLParams) and asked.elicitation_id is None
-            served.front.fast_calls.enabled = False
-            general = await served.client.call_tool(ECHO, {"text": "old server"})
     assert recorder.elicitations == ["form", "url"]
-    assert _comparable(fast) == _comparable(general)
-    assert fast.meta is not None and general.meta is not None
-    assert fast.meta[SERVER_INFO_META_KEY] == general.meta[SERVER_INFO_META_KEY]
 
 
-async def test_on_the_fast_path_a_server_error_passes_through_and_an_unknown_tool_heals_the_catalog(
+async def test_a_server_error_passes_through_and_an_unknown_tool_heals_the_catalog(
     tmp_path: Path,
 ) -> None:
     with trio.fail_after(BOUND_SEC):
@@ -165,17 +140,15 @@ async def test_on_the_fast_path_a_server_error_passes_through_and_an_unknown_too
                 await served.client.call_tool("mcp__fx__invalid_params", {})
             assert raised.value.code == types.INVALID_PARAMS
             assert raised.value.error.message == "invalid_params: this tool always rejects its arguments"
-            assert served.front.fast_calls.taken["fast"] == 3
             assert served.calls("rpc_error") == 2
 
 
-async def test_on_the_fast_path_a_dead_server_is_an_error_result_counted_as_unavailable(tmp_path: Path) -> None:
+async def test_a_dead_server_is_an_error_result_counted_as_unavailable(tmp_path: Path) -> None:
     with trio.fail_after(BOUND_SEC):
         async with serve(tmp_path, "--tools", "echo,crash") as served:
             result = await served.client.call_tool("mcp__fx__crash", {})
             assert result.is_error
             assert "fx" in text_of(result)
-            assert served.front.fast_calls.taken["fast"] == 1
             assert served.calls("unavailable") == 1
 
 
