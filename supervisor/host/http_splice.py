@@ -66,15 +66,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import trio
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from supervisor.calls.splice import SplicedCall
 from supervisor.host.http_answers import PING_SEC, PostAnswer
-from supervisor.host.pipeline import error_content, outbound, settle, shaped, spliced_meta
-from supervisor.host.splice_rounds import HandshakeRounds, declared_capabilities, log_notice_line
+from supervisor.host.pipeline import error_content, settle
+from supervisor.host.splice_host import SpliceHostHalf
+from supervisor.host.splice_rounds import HandshakeRounds, log_notice_line
 from supervisor.wire.codec import frame, to_json
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class HttpAnswer:
             self.on_end()
 
 
-class HttpSplice:
+class HttpSplice(SpliceHostHalf):
     """One view's HTTP front end of the splice (``calls.splice.SpliceHost``) for one host era: calls in flight.
 
     ``handshake``: for handshake-era sessions' calls (``host.http_handshake_calls``)
@@ -163,11 +163,14 @@ class HttpSplice:
     """
 
     def __init__(self, front: Front, *, handshake: bool = False) -> None:
-        self._front = front
+        self.front = front
         self.handshake = handshake
         self._waiting: dict[SplicedCall, HttpAnswer] = {}
-        self._stamp: dict[str, Any] | None = None
         self._rounds = HandshakeRounds(self, front)
+
+    @property
+    def handshake_host(self) -> bool:
+        return self.handshake
 
     @property
     def in_flight(self) -> int:
@@ -200,32 +203,18 @@ class HttpSplice:
         splice = upstream.splice if upstream is not None else None
         if splice is None or not splice.ready or not (splice.modern or self.handshake):
             return None
-        now = trio.current_time()
-        call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
-        answer = self._waiting[call] = HttpAnswer(call, self, asker=asker)
-        call.progress_token = progress_token
-        sent, capabilities, level = outbound(tool, arguments), None, None
+        connection = asker.connection if asker is not None and splice.modern else None  # between eras
         host_version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
-        if not self.handshake and isinstance(meta, dict):
-            capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
-        elif asker is not None:
+        if asker is not None:
             host_version = asker.connection.protocol_version
-            if splice.modern:  # between eras: the session's capabilities and log level
-                capabilities = declared_capabilities(asker.connection)
-                level = self._front.connection_log_level(asker.connection) or "debug"  # as ``HostCall.log_level``
-                call.log_level, call.arguments = level, sent
-        call_meta = spliced_meta(
-            call, splice, actor, carrier=carrier, capabilities=capabilities, level=level,
-            host_version=host_version, front="http", arguments=arguments,
+        call = self.start(
+            (tool, actor), host_id, arguments, host_meta=meta if isinstance(meta, dict) else None,
+            connection=connection, host_version=host_version, carrier=carrier, progress_token=progress_token,
+            front="http",
         )  # fmt: skip
-        if not splice.submit(call, tool.raw_name, sent, meta=call_meta, capabilities=capabilities):
-            del self._waiting[call]
-            if call.trace is not None:
-                call.trace.discard()
+        if call is None:
             return None
-        if self.handshake:  # its upstream may ask or tell its host something meanwhile: in flight for attribution
-            self._front.calls.spliced(tool.owner, call)
-            call.counted = True
+        answer = self._waiting[call] = HttpAnswer(call, self, asker=asker)  # no await since the send: not answered yet
         return answer
 
     def abandon(self, answer: HttpAnswer) -> None:
@@ -274,13 +263,6 @@ class HttpSplice:
     def flush(self) -> None:
         """Nothing is batched on this side: each answer is its own POST's body."""
 
-    def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
-        if self.handshake:
-            return shaped(result, None)  # a handshake-era upstream's result as it came
-        if self._stamp is None:
-            self._stamp = self._front.server.server_info_stamp
-        return shaped(result, self._stamp)  # in place: the result is encoded at once
-
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         result = message.get("result")
         if call.log_level is not None and result is not None and result.get("resultType") == "input_required":
@@ -309,7 +291,7 @@ class HttpSplice:
         """A 2026-era upstream's log message of a handshake-era session's call (the only call in flight there),
         on the call's own response; False: not its (a 2026-era host's calls here named no level)."""
         answer = self._waiting.get(call)
-        if answer is None or call.log_level is None or self._front.calls.in_flight(call.tool.owner) != 1:
+        if answer is None or call.log_level is None or self.front.calls.in_flight(call.tool.owner) != 1:
             return False
         line = log_notice_line(call, params)
         if line is None:
@@ -342,9 +324,9 @@ class HttpSplice:
     def _finish(self, answer: HttpAnswer, outcome: CallOutcome) -> None:
         call = answer.call
         if call.counted:
-            self._front.calls.unspliced(call.tool.owner, call)
+            self.front.calls.unspliced(call.tool.owner, call)
         if answer.asker is not None:
             answer.asker.close()  # a question still waiting for the host fails: the call is over
         if answer.on_settled is not None:
             answer.on_settled()
-        settle(self._front, call.tool, outcome, call.started, failure=call.failure, trace=call.trace)
+        settle(self.front, call.tool, outcome, call.started, failure=call.failure, trace=call.trace)

@@ -64,7 +64,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import trio
 from mcp.server.connection import Connection
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -77,12 +76,12 @@ from supervisor.calls.attribution import HostCall
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
 from supervisor.host.call_paths import path_of, plain_call
-from supervisor.host.pipeline import error_content, outbound, settle, shaped, spliced_meta
+from supervisor.host.pipeline import error_content, settle
+from supervisor.host.splice_host import SpliceHostHalf
 from supervisor.host.splice_lists import send_list_answer
 from supervisor.host.splice_rounds import (
     HandshakeRounds,
     Promotion,
-    declared_capabilities,
     first_round_answer,
     log_notice_line,
 )
@@ -102,7 +101,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class HostSplice:
+class HostSplice(SpliceHostHalf):
     """The stdio host's end of the splice: takes the calls it can carry off the host wire and answers them.
 
     Args:
@@ -119,7 +118,6 @@ class HostSplice:
     _promoted: dict[SplicedCall, Promotion] = field(default_factory=dict)
     """Calls whose handshake-era upstream asked their 2026-era host something: their exchanges' (``adopt``)."""
     _rounds: HandshakeRounds = field(init=False)  # a handshake-era host's calls' input rounds (2026-era upstreams)
-    _stamp: dict[str, Any] | None = None
     _batched: list[DirectWrite] = field(default_factory=list)
     """Upstream stdins holding request lines from the chunk ``on_line`` is in (``flush_requests`` writes them)."""
     wire: HostWire = field(default_factory=HostWire)
@@ -205,8 +203,7 @@ class HostSplice:
         if path != "splice":
             return None
         assert plain is not None and routed is not None
-        tool, actor = routed
-        upstream = actor.ready_upstream
+        upstream = routed[1].ready_upstream
         assert upstream is not None and upstream.splice is not None  # what "splice" means (``path_of``)
         splice = upstream.splice
         # A handshake-era host's call to a 2026-era upstream: its log level goes with it, and an input
@@ -214,42 +211,20 @@ class HostSplice:
         connection = self.front.handshake_connection if handshake and splice.modern else None
         if handshake and splice.modern and connection is None:
             return None
-        now = trio.current_time()
-        call = SplicedCall(host_id, splice.new_id(), tool, actor, now, now + splice.timeout_sec, self, upstream=splice)
-        if tool.transforms_arguments:
-            # A transform renames, defaults or injects arguments: re-encoded, not the host's bytes.
-            arguments, arguments_text = outbound(tool, plain.arguments), None
-        else:
-            arguments_span = spans.inner.get("arguments") if spans is not None else None
-            arguments = plain.arguments
-            arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
+        arguments_span = spans.inner.get("arguments") if spans is not None else None
+        arguments_text = spans.text[arguments_span[1] : arguments_span[2]] if spans and arguments_span else None
         host_meta = message["params"].get("_meta")
-        if host_meta is not None:
-            call.progress_token = host_meta.get("progressToken")
-        # The host's own capabilities go to a 2026-era upstream, not ours (issue 30).
-        if handshake:
-            capabilities = None if connection is None else declared_capabilities(connection)
-        else:
-            capabilities = host_meta.get(CLIENT_CAPABILITIES_META_KEY)
-        level = None
-        if connection is not None:
-            level = self.front.connection_log_level(connection) or "debug"  # as ``HostCall.log_level``
-            call.log_level, call.arguments, call.arguments_text = level, arguments, arguments_text
-        meta = spliced_meta(
-            call, splice, actor, carrier=plain.carrier, capabilities=capabilities, level=level,
+        call = self.start(
+            routed, host_id, plain.arguments, arguments_text=arguments_text,
+            host_meta=None if handshake else host_meta, connection=connection,
             host_version=self.handshake_version if handshake else host_meta.get(PROTOCOL_VERSION_META_KEY),
-            front="stdio", arguments=plain.arguments,
+            carrier=plain.carrier, progress_token=None if host_meta is None else host_meta.get("progressToken"),
+            front="stdio",
         )  # fmt: skip
-        if not splice.submit(call, tool.raw_name, arguments, arguments_text, meta=meta, capabilities=capabilities):
-            if call.trace is not None:
-                call.trace.discard()
+        if call is None:
             return None
         self._by_host_id[host_id] = call
         self.tracker.track(host_id)
-        if not splice.modern or connection is not None:  # its upstream may ask or tell its host something meanwhile
-            self.front.calls.spliced(tool.owner, call)
-            call.counted = True
-            call.host_meta = host_meta
         return "spliced"
 
     def _take_cancel(self, line: bytes) -> bool:
@@ -340,20 +315,12 @@ class HostSplice:
         notice = {"jsonrpc": "2.0", "method": "notifications/progress"}
         await self.wire.send(frame({**notice, "params": {**params, "progressToken": call.progress_token}}))
 
+    @property
+    def handshake_host(self) -> bool:
+        return self.handshake_version is not None
+
     def version_of(self, call: SplicedCall) -> str:  # ``host.splice_rounds.RoundsHost``
         return self.handshake_version or ""
-
-    def restamp(self, result: dict[str, Any]) -> dict[str, Any]:
-        """The upstream's result as this host must see it (ours, and edited in place: encoded at once and dropped).
-
-        A 2026-era host gets our ``serverInfo`` stamp and a ``resultType``; a
-        handshake-era host neither (a handshake-era upstream's result as it came).
-        """
-        if self.handshake_version is not None:
-            return shaped(result, None)
-        if self._stamp is None:
-            self._stamp = self.front.server.server_info_stamp
-        return shaped(result, self._stamp)  # the stamp shared: encoded at once and dropped
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:
         """Write ``message`` to the host as the answer to ``call`` (unless the host cancelled it)."""

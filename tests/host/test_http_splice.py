@@ -71,6 +71,7 @@ class _Front:
             source=SimpleNamespace(output_schema=None),
             definition=SimpleNamespace(input_schema={"type": "object"}),
             upstream_arguments=lambda arguments: arguments,
+            transforms_arguments=False,
         )
         self.actor = SimpleNamespace(
             ready_upstream=SimpleNamespace(splice=upstream.splice, modern=upstream.splice.modern),

@@ -42,7 +42,11 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 def _tool(output_schema: dict[str, Any] | None = None) -> Any:
     return SimpleNamespace(
-        raw_name="echo", owner="fx", source=SimpleNamespace(output_schema=output_schema), transforms_arguments=False
+        raw_name="echo",
+        owner="fx",
+        source=SimpleNamespace(output_schema=output_schema),
+        transforms_arguments=False,
+        upstream_arguments=lambda arguments: arguments,
     )
 
 
