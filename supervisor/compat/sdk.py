@@ -9,7 +9,9 @@ of an SDK object.
   ``Connection`` it proxies; the handshake-era host's connection is what lives
   as long as that host does (the SDK builds a new ``ServerSession`` per request).
 * ``create_mcp_http_client``: the SDK's httpx client factory with the MCP
-  transports' timeouts lives in ``mcp.shared._httpx_utils``.
+  transports' timeouts lives in ``mcp.shared._httpx_utils``;
+  ``create_http_client`` builds the same client with a TLS context given
+  (``verify=``), so that our own connections to its server trust what it trusts.
 * ``TransportStreams``: the (read, write) stream pair a transport yields is
   only named in ``mcp.client._transport``.
 * ``add_server_middleware``: ``Server.middleware`` is marked provisional.
@@ -50,9 +52,11 @@ Concurrency: plain functions and aliases; nothing here awaits.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
+import httpx2
 from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS, run_input_required_driver
 from mcp.client._transport import TransportStreams
 from mcp.client.session import ClientSession
@@ -62,7 +66,12 @@ from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared._httpx_utils import create_mcp_http_client, stream_within_origin
+from mcp.shared._httpx_utils import (
+    MCP_DEFAULT_SSE_READ_TIMEOUT,
+    MCP_DEFAULT_TIMEOUT,
+    create_mcp_http_client,
+    stream_within_origin,
+)
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import InboundModernRoute
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, RequestId
@@ -76,6 +85,7 @@ __all__ = [
     "TransportStreams",
     "add_server_middleware",
     "connection_of",
+    "create_http_client",
     "create_mcp_http_client",
     "gate_sdk_tracing",
     "modern_request_context",
@@ -87,6 +97,14 @@ __all__ = [
     "stamp_request",
     "stream_within_origin",
 ]
+
+
+def create_http_client(
+    headers: dict[str, str] | None, auth: httpx2.Auth | None, tls: ssl.SSLContext
+) -> httpx2.AsyncClient:
+    """``create_mcp_http_client``'s client (the MCP transports' timeouts), its TLS context ``tls`` (``verify=``)."""
+    timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    return httpx2.AsyncClient(timeout=timeout, headers=headers, auth=auth, verify=tls)
 
 
 def connection_of(session: ServerSession) -> Connection:

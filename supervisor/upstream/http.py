@@ -43,7 +43,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from supervisor.auth.oauth import RunAuth, build_run_auth
-from supervisor.compat.sdk import TransportStreams, create_mcp_http_client
+from supervisor.compat.sdk import TransportStreams, create_http_client
 from supervisor.config.servers import ServerSettings
 from supervisor.telemetry.spans import TELEMETRY, inject_headers
 from supervisor.upstream.health import TransportHealth
@@ -123,11 +123,12 @@ def open_http_streams(
 async def _open_streamable(
     url: str, headers: dict[str, str], auth: httpx2.Auth | None, calls: HttpCalls | None
 ) -> AsyncIterator[TransportStreams]:
-    async with create_mcp_http_client(headers=headers, auth=auth) as http_client:
+    tls = httpx2.create_ssl_context()  # what httpx would build itself, given to it: our own connections share it
+    async with create_http_client(headers, auth, tls) as http_client:
         if calls is not None:
             # Bound before the hook below: our own POSTs put their span's context in their headers themselves
             # (``telemetry.spans.traced_request``), so telemetry on is no reason for httpx to send them.
-            calls.bind(http_client)
+            calls.bind(http_client, tls)
         if TELEMETRY.on:  # each of the SDK's POSTs carries its request's CLIENT span context in headers too (I18)
             http_client.event_hooks = {**http_client.event_hooks, "request": [inject_headers]}
         try:

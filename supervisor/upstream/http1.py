@@ -4,11 +4,13 @@ httpx spends about 1.1-1.4 ms of CPU on each POST of a ``tools/call`` here
 (its request and response models, httpcore's pool and h11's state machine),
 four times what writing the request and reading its answer off a kept-alive
 socket costs (``python -m bench.http_client``). ``Http1Pool`` does only the
-latter, and only where httpx would have done nothing more: ``compat.httpx
-.plain_route`` says when (no proxy, no mounted transport, no HTTP/2) and gives
-the TLS context httpx would use, so trust is the same), and no auth flow. A
-server with OAuth, behind a proxy, or anything else is posted to by httpx as
-before (``upstream.http_calls``).
+latter, and only where httpx would have done nothing more (``for_client``):
+for a client the generation built itself (``compat.sdk.create_http_client``:
+no transport, mount or HTTP/2 of its own, and the TLS context it gave httpx,
+so trust is the same object), with no auth flow, no event hook and no proxy in
+the environment, to an ``http`` or ``https`` URL without credentials. A server
+with OAuth, behind a proxy, or anything else is posted to by httpx as before
+(``upstream.http_calls``). Every fact it reads of the client is public API.
 
 What it does of HTTP/1.1 (RFC 9112), as a client of one origin that sends
 only ``POST`` with a ``Content-Length``:
@@ -53,6 +55,8 @@ cancelled call closes its connection: the 2026 wire's cancellation.
 from __future__ import annotations
 
 import re
+import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
@@ -60,7 +64,6 @@ from typing import Final
 import httpx2
 import trio
 
-from supervisor.compat.httpx import PlainRoute, plain_route
 from supervisor.upstream.http1_answer import Answer, Connection
 from supervisor.wire.locks import QuickLimiter
 
@@ -83,16 +86,16 @@ class Http1Pool:
     Args:
         client: The generation's httpx client: its headers and cookie jar.
         url: The endpoint.
-        route: ``compat.httpx.plain_route`` of ``client`` for ``url``.
+        tls: The TLS context of an ``https`` URL (the client's own), else None.
     """
 
-    def __init__(self, client: httpx2.AsyncClient, url: str, route: PlainRoute, own_headers: bytes) -> None:
+    def __init__(self, client: httpx2.AsyncClient, url: str, tls: ssl.SSLContext | None, own_headers: bytes) -> None:
         target = httpx2.URL(url)
         self._client = client
         self._url = url
         self._host = target.host
         self._port = target.port or (443 if target.scheme == "https" else 80)
-        self._ssl = route.ssl_context
+        self._ssl = tls
         self._connect_sec = client.timeout.connect
         self._head_start = b"POST %s HTTP/1.1\r\nhost: %s\r\n" % (target.raw_path, target.netloc)
         self._own_headers = own_headers
@@ -102,19 +105,34 @@ class Http1Pool:
         self.opened = 0
         """Connections opened so far (tests read it)."""
 
-    @classmethod
-    def for_client(cls, client: httpx2.AsyncClient, url: str) -> Http1Pool | None:
-        """A pool for ``client``'s POSTs to ``url``; None where httpx must send them (``plain_route``, an auth flow).
+    @property
+    def tls(self) -> ssl.SSLContext | None:
+        """The TLS context of an ``https`` endpoint (the client's own); None for ``http``."""
+        return self._ssl
 
-        None too when one of the client's own headers holds a line break or a NUL:
-        httpx then refuses it itself.
+    @classmethod
+    def for_client(cls, client: httpx2.AsyncClient, url: str, tls: ssl.SSLContext) -> Http1Pool | None:
+        """A pool for ``client``'s POSTs to ``url``; None where httpx must send them.
+
+        ``client`` is one the generation built (``compat.sdk.create_http_client``),
+        with ``tls`` as its TLS context. httpx must send the POSTs of an auth flow,
+        of a client with an event hook, through a proxy from the environment (any
+        set: its ``NO_PROXY`` rules stay httpx's), to a URL that is not ``http``
+        or ``https`` or holds credentials (httpx's basic auth), and with a header
+        of the client's own that holds a line break or a NUL (httpx refuses it).
         """
-        route = plain_route(client, url)
+        target = httpx2.URL(url)
+        if target.scheme not in ("http", "https") or target.userinfo:
+            return None
+        if client.auth is not None or any(client.event_hooks.get(kind) for kind in ("request", "response")):
+            return None
+        if client.trust_env and _environment_proxy():
+            return None
         own = [(name, value) for name, value in client.headers.raw if name.lower() not in _DROPPED]
         own_headers = _raw_header_lines(own)
-        if route is None or own_headers is None or client.auth is not None:
+        if own_headers is None:
             return None
-        return cls(client, url, route, own_headers)
+        return cls(client, url, tls if target.scheme == "https" else None, own_headers)
 
     @asynccontextmanager
     async def post(self, body: bytes, headers: Mapping[str, str]) -> AsyncIterator[Answer | None]:
@@ -199,6 +217,13 @@ class Http1Pool:
         headers = [("set-cookie", value) for value in answer.set_cookies]
         response = httpx2.Response(answer.status_code, headers=headers, request=httpx2.Request("POST", self._url))
         self._client.cookies.extract_cookies(response)
+
+
+def _environment_proxy() -> bool:
+    """Whether the environment names a proxy httpx may send through (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
+    read as httpx reads them: ``urllib.request.getproxies``)."""
+    proxies = urllib.request.getproxies()
+    return any(proxies.get(scheme) for scheme in ("http", "https", "all"))
 
 
 def _raw_header_lines(headers: list[tuple[bytes, bytes]]) -> bytes | None:

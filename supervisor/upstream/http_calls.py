@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import ssl
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any, Final, Protocol, cast
@@ -87,14 +88,17 @@ class HttpCalls:
         self.needs_login: Callable[[], UpstreamNeedsLogin | None] | None = None
         """Set for an OAuth server (``upstream.http``): says when only a person can help now."""
 
-    def bind(self, client: httpx2.AsyncClient) -> None:
+    def bind(self, client: httpx2.AsyncClient, tls: ssl.SSLContext | None = None) -> None:
         """The generation's httpx client (``upstream.http`` opens it): configured headers, auth, pool.
 
-        Where httpx would do nothing more than send the POST, ``upstream.http1``
-        sends it instead, on connections of its own (``Http1Pool.for_client``).
+        ``tls``: the TLS context the generation built the client with
+        (``compat.sdk.create_http_client``). Where httpx would do nothing more
+        than send the POST, ``upstream.http1`` sends it instead, on connections
+        of its own (``Http1Pool.for_client``). None: a client built elsewhere,
+        which sends every POST.
         """
         self._client = client
-        self._pool = Http1Pool.for_client(client, self.url)
+        self._pool = Http1Pool.for_client(client, self.url, tls) if tls is not None else None
 
     def close(self) -> None:
         """The generation is over: close the raw connections (httpx closes its own)."""

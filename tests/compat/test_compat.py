@@ -6,6 +6,7 @@ that names it fails here, loudly, instead of a feature failing somewhere else.
 
 from __future__ import annotations
 
+import ssl
 from types import SimpleNamespace
 from typing import Any, get_args
 
@@ -23,7 +24,6 @@ from opentelemetry import trace
 
 from supervisor.calls.attribution import HostCall
 from supervisor.compat import sdk as _compat
-from supervisor.compat.httpx import PlainRoute, plain_route
 from supervisor.config.env import read_overrides
 from supervisor.telemetry.spans import TELEMETRY, sdk_span_needed
 
@@ -183,33 +183,16 @@ async def test_stream_within_origin_follows_a_same_origin_redirect_and_hands_bac
     assert _compat.MAX_SSE_EVENT_SIZE == 1024 * 1024
 
 
-# ``compat/httpx.py``: the route httpx would take to a URL.
+# ``create_http_client``: the SDK factory's client, with the TLS context given.
 
 
-async def test_plain_route_is_a_direct_http_1_1_connection_with_the_tls_context_httpx_would_use(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    async with httpx2.AsyncClient() as client:
-        assert plain_route(client, "http://a.test/mcp") == PlainRoute(None)
-        route = plain_route(client, "https://a.test/mcp")
-        assert route is not None and route.ssl_context is client._transport._pool._ssl_context  # type: ignore[attr-defined]
-        assert plain_route(client, "ws://a.test/mcp") is None
-        assert plain_route(client, "http://user:secret@a.test/mcp") is None  # httpx's basic auth, from the URL
-    async with _compat.create_mcp_http_client(headers={"authorization": "Bearer t"}) as client:
-        assert plain_route(client, "https://a.test/mcp") is not None  # the generation's own client, as built
-    async with httpx2.AsyncClient(auth=("user", "secret")) as client:
-        assert plain_route(client, "http://a.test/mcp") is not None  # an auth flow is the caller's to judge
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(lambda request: httpx2.Response(200))) as client:
-        assert plain_route(client, "http://a.test/mcp") is None
-    async with httpx2.AsyncClient(http2=True, http1=True) as client:
-        assert plain_route(client, "https://a.test/mcp") is None
-    async with httpx2.AsyncClient(event_hooks={"request": [lambda request: None]}) as client:
-        assert plain_route(client, "http://a.test/mcp") is None
-    async with httpx2.AsyncClient(proxy="http://proxy.test:3128") as client:
-        assert plain_route(client, "http://a.test/mcp") is None
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
-    async with httpx2.AsyncClient() as client:  # a proxy from the environment is a mount
-        assert plain_route(client, "https://a.test/mcp") is None
-        assert plain_route(client, "http://a.test/mcp") is not None
+async def test_create_http_client_is_the_sdk_factorys_client_with_the_tls_context_given() -> None:
+    tls = ssl.create_default_context()
+    async with (
+        _compat.create_http_client({"x-note": "1"}, None, tls) as ours,
+        _compat.create_mcp_http_client(headers={"x-note": "1"}) as sdks,
+    ):
+        assert ours.timeout == sdks.timeout and ours.headers == sdks.headers
+        assert ours.follow_redirects == sdks.follow_redirects and ours.trust_env == sdks.trust_env
+        # The one private read: httpx keeps the context it was given on its pool (our own connections share it).
+        assert ours._transport._pool._ssl_context is tls  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from mcp_types import CONNECTION_CLOSED
 from supervisor.auth.oauth import client_metadata
 from supervisor.auth.token_store import FileTokenStorage, token_file
 from supervisor.compat.oauth import SupervisorOAuthProvider
+from supervisor.compat.sdk import create_http_client
 from supervisor.config.servers import OAuthSettings
 from supervisor.upstream import http_calls
 from supervisor.upstream.health import TransportHealth
@@ -95,7 +97,7 @@ async def _serving(script: Script) -> AsyncIterator[_Server]:
 async def _calls(server: _Server) -> AsyncIterator[HttpCalls]:
     async with httpx2.AsyncClient(headers={"authorization": "Bearer t"}) as client:
         calls = HttpCalls("web", server.url, TransportHealth())
-        calls.bind(client)
+        calls.bind(client, ssl.create_default_context())
         assert calls.pool is not None  # a plain client: the POSTs go this way
         try:
             yield calls
@@ -379,12 +381,38 @@ async def test_an_event_stream_with_an_event_beyond_the_bound_fails_as_the_sdks_
 
 
 async def test_a_client_with_an_auth_flow_or_a_header_httpx_refuses_gets_no_pool(tmp_path: Path) -> None:
+    tls = ssl.create_default_context()
     async with httpx2.AsyncClient(auth=("user", "secret")) as client:
-        assert Http1Pool.for_client(client, "http://a.test/mcp") is None  # an auth flow: httpx runs it
+        assert Http1Pool.for_client(client, "http://a.test/mcp", tls) is None  # an auth flow: httpx runs it
     async with httpx2.AsyncClient(auth=_provider(tmp_path, "http://a.test/mcp")) as client:
-        assert Http1Pool.for_client(client, "http://a.test/mcp") is None  # OAuth too (side by side since round 15)
+        assert Http1Pool.for_client(client, "http://a.test/mcp", tls) is None  # OAuth too (side by side since round 15)
     async with httpx2.AsyncClient(headers={"x-note": "a\r\nx-injected: 1"}) as client:
-        assert Http1Pool.for_client(client, "http://a.test/mcp") is None  # httpx (h11) refuses it when it sends
+        assert Http1Pool.for_client(client, "http://a.test/mcp", tls) is None  # httpx (h11) refuses it when it sends
+
+
+async def test_own_connections_stand_in_only_where_httpx_would_add_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    tls = ssl.create_default_context()
+    async with create_http_client({"authorization": "Bearer t"}, None, tls) as client:
+        plain = Http1Pool.for_client(client, "http://a.test/mcp", tls)
+        assert plain is not None and plain.tls is None
+        secure = Http1Pool.for_client(client, "https://a.test/mcp", tls)
+        assert secure is not None and secure.tls is tls, "the client's own TLS context: the same trust"
+        assert Http1Pool.for_client(client, "ws://a.test/mcp", tls) is None
+        assert Http1Pool.for_client(client, "http://user:secret@a.test/mcp", tls) is None  # httpx's basic auth
+        client.event_hooks = {"request": [lambda request: None]}
+        assert Http1Pool.for_client(client, "http://a.test/mcp", tls) is None, "a hook sees every request"
+    for name in ("HTTPS_PROXY", "all_proxy"):  # a proxy from the environment is httpx's, for every URL
+        with monkeypatch.context() as env:
+            env.setenv(name, "http://proxy.test:3128")
+            async with create_http_client(None, None, tls) as client:
+                assert Http1Pool.for_client(client, "https://a.test/mcp", tls) is None
+                assert Http1Pool.for_client(client, "http://a.test/mcp", tls) is None
+    async with create_http_client(None, None, tls) as client:
+        calls = HttpCalls("web", "http://a.test/mcp", TransportHealth())
+        calls.bind(client)
+        assert calls.pool is None, "a client built elsewhere (no TLS context of ours) sends every POST itself"
 
 
 def _provider(tmp_path: Path, url: str) -> SupervisorOAuthProvider:
