@@ -11,6 +11,15 @@ rounds between them, who goes first rotating: ``--c1`` sequential calls, then
 the median c32 calls/s and the sidecar's CPU per call over every round
 (``/proc/<pid>/stat``, the robust figure), and the ratios after / before.
 Not part of ``python -m bench``.
+
+``--upstream http``: each fixture serves over streamable HTTP instead of stdio.
+Against this very checkout (``--against .``), one option makes the variants
+differ in one thing, so that the ratio is its cost: ``--telemetry-after``
+runs the after variant's sidecar with ``[supervisor.telemetry] enabled = true``
+(exporters ``none`` unless ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``
+say otherwise: spans and metrics made, not sent), ``--progress-after`` gives
+each of the after variant's calls a progress token (issue 47's targets: +100 us
+and +30 us of sidecar CPU per call).
 """
 
 from __future__ import annotations
@@ -20,10 +29,11 @@ import os
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import trio
 
-from bench.call_measure import CONCURRENCY, TOOL, _measure_concurrent, _warm_up
+from bench.call_measure import CONCURRENCY, PROGRESS_OPTIONS, TOOL, _measure_concurrent, _warm_up
 from bench.call_pairs import FRONT_TOKEN
 from bench.harness import (
     BENCH_MARK_ENV,
@@ -38,11 +48,15 @@ from bench.harness import (
     sidecar_argv_from,
     write_settings,
 )
-from tests.sidecar import MARK_ENV, http_supervisor_table, open_http_host, open_http_sidecar
+from tests.sidecar import MARK_ENV, http_supervisor_table, open_http_fixture, open_http_host, open_http_sidecar
 
 
 async def _main(args: argparse.Namespace) -> None:
     os.environ.setdefault(MARK_ENV, bench_mark())  # the HTTP helpers mark their children with it: reaped below
+    if args.telemetry_after:
+        os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
+        os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")
+    options = {"after": PROGRESS_OPTIONS if args.progress_after else {}, "before": {}}
     variants = {"after": sidecar_argv, "before": sidecar_argv_from(args.against.resolve())}
     fixture_args = ["--tools", "echo", *(["--legacy-only"] if args.legacy_upstream else [])]
     p50: dict[str, list[float]] = {v: [] for v in variants}
@@ -54,17 +68,23 @@ async def _main(args: argparse.Namespace) -> None:
                 hosts = {}
                 pids: dict[str, int] = {}
                 for name, argv_of in variants.items():
-                    server = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
+                    if args.upstream == "http":
+                        fixture = await stack.enter_async_context(open_http_fixture(*fixture_args))
+                        server: dict[str, Any] = {"url": fixture.url}
+                    else:
+                        server = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
                     http = args.front == "http"
                     # An HTTP front announces its URL at level info (``open_http_sidecar`` reads that line).
-                    front = http_supervisor_table() if http else {"log_level": "warning"}
+                    front: dict[str, Any] = http_supervisor_table() if http else {"log_level": "warning"}
+                    if args.telemetry_after and name == "after":
+                        front["telemetry"] = {"enabled": True}
                     config = write_settings(Path(tmp) / f"{name}.toml", {"fx": server}, supervisor=front)
                     if http:
                         sidecar = await stack.enter_async_context(
                             open_http_sidecar(config, token=FRONT_TOKEN, argv=argv_of)
                         )
-                        host = open_http_host(sidecar.url, FRONT_TOKEN, args.mode)
-                        hosts[name], pids[name] = await stack.enter_async_context(host), sidecar.process.pid
+                        opening = open_http_host(sidecar.url, FRONT_TOKEN, args.mode)
+                        hosts[name], pids[name] = await stack.enter_async_context(opening), sidecar.process.pid
                     else:
                         hosts[name] = await stack.enter_async_context(open_host(argv_of(config), mode=args.mode))
                         pids[name] = hosts[name].pid
@@ -77,10 +97,11 @@ async def _main(args: argparse.Namespace) -> None:
                         latencies = []
                         for _ in range(args.c1):
                             started = trio.current_time()
-                            await host.session.call_tool(TOOL["sidecar"], {"text": "x"})
+                            await host.session.call_tool(TOOL["sidecar"], {"text": "x"}, **options[name])
                             latencies.append(trio.current_time() - started)
                         p50[name].append(percentile(latencies, 0.5) * 1000)
-                        cps[name].append(await _measure_concurrent(host, TOOL["sidecar"], args.c32, CONCURRENCY))
+                        rate = await _measure_concurrent(host, TOOL["sidecar"], args.c32, CONCURRENCY, options[name])
+                        cps[name].append(rate)
                         cpu[name] += cpu_sec(pids[name]) - before
         finally:
             await reap_marked("ab_calls")
@@ -89,7 +110,7 @@ async def _main(args: argparse.Namespace) -> None:
     for name, (latency, rate, cpu_us) in figures.items():
         print(f"  {name:6}  c1 p50 {latency:.3f} ms   c32 {rate:.0f} calls/s   sidecar CPU {cpu_us:.1f} us/call")
     (la, ra, ca), (lb, rb, cb) = figures["after"], figures["before"]
-    print(f"  after/before: c1 p50 {la / lb:.3f}   c32 {ra / rb:.3f}   CPU per call {ca / cb:.3f}")
+    print(f"  after/before: c1 p50 {la / lb:.3f}   c32 {ra / rb:.3f}   CPU per call {ca / cb:.3f} ({ca - cb:+.1f} us)")
 
 
 def main() -> None:
@@ -101,6 +122,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("auto", "legacy"), default="auto", help="the hosts' era")
     parser.add_argument("--legacy-upstream", action="store_true", help="the fixtures speak only the handshake era")
     parser.add_argument("--front", choices=("stdio", "http"), default="stdio", help="the sidecars' front")
+    parser.add_argument("--upstream", choices=("stdio", "http"), default="stdio", help="the fixtures' transport")
+    parser.add_argument("--telemetry-after", action="store_true", help="telemetry on in the after variant only")
+    parser.add_argument("--progress-after", action="store_true", help="a progress token on the after variant's calls")
     trio.run(_main, parser.parse_args())
 
 

@@ -37,7 +37,8 @@ async def _no_progress(progress: float, total: float | None, message: str | None
     del progress, total, message
 
 
-CALL_OPTIONS: Final[dict[str, Any]] = {"progress_callback": _no_progress} if os.environ.get(PROGRESS_ENV) == "1" else {}
+PROGRESS_OPTIONS: Final[dict[str, Any]] = {"progress_callback": _no_progress}
+CALL_OPTIONS: Final[dict[str, Any]] = PROGRESS_OPTIONS if os.environ.get(PROGRESS_ENV) == "1" else {}
 """What each measured call passes to ``call_tool`` besides its name and arguments (``PROGRESS_ENV``)."""
 
 
@@ -78,14 +79,18 @@ async def _measure_large(host: Host, tool: str, calls: int) -> float:
     return calls / (trio.current_time() - start)
 
 
-async def _measure_concurrent(host: Host, tool: str, calls: int, concurrency: int) -> float:
+async def _measure_concurrent(
+    host: Host, tool: str, calls: int, concurrency: int, options: dict[str, Any] | None = None
+) -> float:
+    """Calls per second, ``calls`` of ``tool`` made ``concurrency`` at a time (``options``: ``CALL_OPTIONS``)."""
     remaining = calls
+    options = CALL_OPTIONS if options is None else options
 
     async def caller() -> None:
         nonlocal remaining
         while remaining > 0:
             remaining -= 1  # no await between check and decrement: atomic under trio
-            result = await host.session.call_tool(tool, {"text": "x"}, **CALL_OPTIONS)
+            result = await host.session.call_tool(tool, {"text": "x"}, **options)
             if result.is_error:
                 raise RuntimeError(f"{tool} failed: {result}")
 
