@@ -49,7 +49,7 @@ INTEREST: Final = {
     "anyio streams": ("anyio/streams/memory.py",),
     "supervisor front/upstream": (
         "supervisor/host/front.py",
-        "supervisor/host/tool_calls.py",
+        "supervisor/host/pipeline/runner.py",
         "supervisor/upstream/session.py",
     ),
 }

@@ -39,7 +39,7 @@ INTEREST: Final = {
     "front (host answers)": (
         "supervisor/host/front.py",
         "supervisor/catalog/wire_form.py",
-        "supervisor/host/splice.py",
+        "supervisor/host/stdio/reader.py",
     ),
     "sdk server runner": ("mcp/server/runner.py",),
     "trio scheduler/io": ("trio/_core/_run.py", "trio/_core/_io_epoll.py"),

@@ -24,7 +24,7 @@ import anyio
 import trio
 import trio.testing
 
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.ops.metrics import _CallCollector
 from supervisor.upstream.splice import UpstreamSplice
 

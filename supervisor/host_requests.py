@@ -97,7 +97,7 @@ class HostRequests:
     ) -> types.CallToolResult:
         """Run the input rounds of a spliced call whose 2026-era upstream answered ``first`` (``input_required``).
 
-        For a handshake-era host (``host.splice_rounds``); bounds, errors and heal as ``call_tool``.
+        For a handshake-era host (``host.pipeline.rounds``); bounds, errors and heal as ``call_tool``.
         """
         return await self._call(
             raw_name, lambda up: cast(Upstream, up).finish_input_rounds(raw_name, arguments, first, call)

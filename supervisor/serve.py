@@ -3,8 +3,8 @@
 ``serve`` owns the root nursery. It starts the Supervisor (every ServerActor),
 the Front's own tasks (change notices, exchanges, host warnings), a signal
 watcher, the readiness announcement, the admin endpoint (if enabled) and the
-host link: stdio (``host.stdio.StdioHostLink``) or streamable HTTP
-(``host.http.HttpHostLink``), chosen by ``[supervisor.front] transport``. The
+host link: stdio (``host.stdio.link.StdioHostLink``) or streamable HTTP
+(``host.http.link.HttpHostLink``), chosen by ``[supervisor.front] transport``. The
 Relay connects the two sides: upstream generations hand it what belongs to a
 host, the Front serves hosts through it. The first stop trigger ends the run:
 SIGTERM, SIGINT, or (stdio) the host closing stdin. Then the link refuses new
@@ -49,7 +49,7 @@ from supervisor.config.models import Settings
 from supervisor.errors import ConfigError, SupervisorError, first_leaf
 from supervisor.host.front import Front
 from supervisor.host.relay import Relay
-from supervisor.host.stdio import StdioHostLink
+from supervisor.host.stdio.link import StdioHostLink
 from supervisor.ops.startup_heap import HeapSettler, defer_full_collections
 from supervisor.root import Supervisor
 from supervisor.telemetry.setup import Running, add_secrets
@@ -163,7 +163,7 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
                 "any process on this machine can use every configured server",
                 front_settings.host,
             )
-        from supervisor.host.http import HttpHostLink  # noqa: PLC0415  (starlette and the SDK's HTTP server: HTTP only)
+        from supervisor.host.http.link import HttpHostLink  # noqa: PLC0415  (starlette and the SDK's HTTP server: HTTP only)
 
         link = HttpHostLink(fronts, front_settings)
     else:

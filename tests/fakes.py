@@ -246,7 +246,7 @@ class FakeServer:
 
 
 class SpliceFront:
-    """What ``host.splice.HostSplice`` asks of the Front, recording each call's outcome (in-process splice tests)."""
+    """What ``host.stdio.reader.HostSplice`` asks of the Front, recording each call's outcome (in-process tests)."""
 
     def __init__(self) -> None:
         self.outcomes: list[str] = []

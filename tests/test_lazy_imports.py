@@ -28,6 +28,6 @@ def test_a_sidecar_with_a_stdio_front_and_no_admin_endpoint_never_imports_the_ht
 
 def test_an_http_front_without_an_admin_endpoint_never_imports_hypercorn() -> None:
     # The front has its own server (ops.http1_server); hypercorn serves the admin endpoint only.
-    probe = "import sys, supervisor.host.http as h; print('hypercorn' in sys.modules, h.serve_http1.__module__)"
+    probe = "import sys, supervisor.host.http.link as h; print('hypercorn' in sys.modules, h.serve_http1.__module__)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout == "False supervisor.ops.http1_server\n"

@@ -70,7 +70,8 @@ def level_admits(wanted: LoggingLevel | None, level: LoggingLevel) -> bool:
 
 
 class InputRounds(Protocol):
-    """Turns an upstream's server→client request into a 2026-era host's input round (``host.exchanges.Exchange``)."""
+    """Turns an upstream's server→client request into a 2026-era host's input round
+    (``host.pipeline.exchanges.Exchange``)."""
 
     async def ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData: ...
 
@@ -201,7 +202,7 @@ class Adoptable(Protocol):
 
 
 class CallTracker:
-    """Which host calls are in flight on which server: served by a task, or spliced (``host.splice``).
+    """Which host calls are in flight on which server: served by a task, or spliced (``host.stdio.reader``).
 
     Spliced calls are counted only towards servers that can send server→client
     requests (handshake-era ones): "exactly one call in flight" must count them,

@@ -1,6 +1,6 @@
 """What the stdio wire splice's two halves share about one call in flight (issue 11).
 
-The host half (``supervisor.host.splice.HostSplice``) takes a ``tools/call``
+The host half (``supervisor.host.stdio.reader.HostSplice``) takes a ``tools/call``
 off the host wire and the upstream half (``supervisor.upstream.splice.UpstreamSplice``)
 writes it to a stdio upstream and recognises its answer. Neither imports the
 other: the upstream half sees the host half and the actor only through the

@@ -35,7 +35,7 @@ wraps every request; the runner copies a middleware's dict before it goes on,
 so a kept answer is never mutated. Synchronous bookkeeping only; no locks.
 
 ``encoded`` gives the same answer as JSON bytes, encoded once per version, for
-the stdio wire splice (``host.splice``), which writes a first-page listing to a
+the stdio wire splice (``host.stdio.reader``), which writes a first-page listing to a
 stdio host without the SDK re-validating and re-encoding 5,000 tools.
 """
 

@@ -26,7 +26,7 @@ of an SDK object.
   only validated results; a task-run tools/call (``Upstream._tool_sender``) sends the
   request dict through the session's own stamp (the 2026 ``_meta`` envelope and
   headers) and dispatcher, and takes the raw result dict back; ``request_envelope``
-  is that stamp's ``_meta`` alone, for the stdio wire splice (``host.splice``), and
+  is that stamp's ``_meta`` alone, for the stdio wire splice (``host.stdio.reader``), and
   ``stamp_request`` the stamp with its headers, for the fast path's own POST to a
   2026-era HTTP upstream (``upstream.http_calls``).
 * ``stream_within_origin``: the SDK's redirect rule for its transports' POSTs
@@ -38,7 +38,7 @@ of an SDK object.
   time an upstream's server→client request needs that call's host.
 * ``modern_request_context``: the SDK builds the context of a 2026 HTTP
   request inside its single-exchange entry; the HTTP front's own answer to a
-  plain call (``host.http_fast_calls``) builds the same one.
+  plain call (``host.http.posts``) builds the same one.
 * ``stamp_capabilities_of``: the stamp writes the client's own capabilities into
   every 2026 request; it is wrapped so a request made for a host declares the
   host's (issue 30).
@@ -128,8 +128,8 @@ def request_context_on(
     ``notify``, ``send_raw_request``, ``can_send_request``), by default the
     connection's own channel, which over stdio is the host's wire: what the
     SDK's per-request session would send on. Over HTTP, the request's own
-    response (``host.http_handshake_calls``); for a call run off the stdio wire,
-    one that writes notices in order with the answer (``host.stdio_fast_calls``).
+    response (``host.http.sessions``); for a call run off the stdio wire,
+    one that writes notices in order with the answer (``host.stdio.tasks``).
     ``meta``: the request's ``_meta`` as it came.
     """
     session = ServerSession(cast(Any, connection.outbound if outbound is None else outbound), connection)
@@ -151,7 +151,7 @@ def modern_request_context(
     params: dict[str, Any],
     notify: Callable[[str, Mapping[str, Any] | None], Awaitable[None]],
 ) -> ServerRequestContext[Any]:
-    """The context the SDK's single-exchange HTTP entry would give a 2026 request (``host.http_fast_calls``).
+    """The context the SDK's single-exchange HTTP entry would give a 2026 request (``host.http.posts``).
 
     Its connection is born ready from the request's envelope, with no channel
     back to the host but the request's own response: a request-scoped notice

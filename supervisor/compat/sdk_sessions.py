@@ -1,7 +1,7 @@
 """The one place that reads the SDK's stateful streamable-HTTP sessions (STYLE: private names live in compat).
 
 The HTTP front answers a handshake-era session's plain ``tools/call`` itself
-(``host.http_handshake_calls``), without handing the POST to the SDK's
+(``host.http.sessions``), without handing the POST to the SDK's
 ``StreamableHTTPSessionManager``. Two things the manager would do for such a
 POST must still happen, and both read its private state:
 

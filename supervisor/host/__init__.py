@@ -1,1 +1,2 @@
-"""The host side: the Front (stdio, HTTP), routing of host requests, the relay, exchanges, splice."""
+"""The host side: the Front (``front``), its two front adapters (``stdio``, ``http``), the one call pipeline
+(``pipeline``), routing of host requests, the relay and subscriptions."""

@@ -40,7 +40,7 @@ from mcp.server import ServerRequestContext
 from supervisor.catalog.fusion import DEPTH, fuse
 from supervisor.catalog.search import Match, describe
 from supervisor.catalog.views import CALL_TOOL, MAX_SEARCH_LIMIT, SEARCH_TOOL, CatalogView
-from supervisor.host.tool_calls import error_result
+from supervisor.host.pipeline.runner import error_result
 
 CallResult = types.CallToolResult | types.InputRequiredResult
 CallTool = Callable[[ServerRequestContext[Any], types.CallToolRequestParams], Awaitable[CallResult]]

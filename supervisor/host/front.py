@@ -16,7 +16,7 @@ Each routed request runs as a ``HostCall`` in the handler's own task, so a
 host's cancellation (or the SDK's, on shutdown) cancels the upstream request
 too, and the Relay can attribute the upstream's progress, log messages and
 server→client requests to it. The one exception: a 2026-era host calling a
-handshake-era server runs through an ``Exchange`` (``host.exchanges``), whose task
+handshake-era server runs through an ``Exchange`` (``host.pipeline.exchanges``), whose task
 outlives the handler's input rounds.
 
 Change notices reach hosts of both protocol eras (DESIGN §7), per kind:
@@ -28,7 +28,7 @@ when the connection closes. ``change_notices.ChangeNotices`` coalesces bursts
 of Registry changes into one notice per kind per short window.
 
 ``tools/call`` takes one of three paths (the SDK's, the fast path, the stdio
-splice); which call takes which, and why, is the table in ``tool_calls``.
+splice); which call takes which, and why, is the table in ``host.pipeline.paths``.
 
 Logging: ``logging/setLevel`` is registered with ``add_request_handler`` (the
 constructor argument is deprecated in mcp 2.3 and warns); the most verbose
@@ -74,12 +74,12 @@ from supervisor.compat.sdk import add_server_middleware, connection_of, gate_sdk
 from supervisor.errors import UpstreamError
 from supervisor.host.catalog_search import CatalogSearch
 from supervisor.host.change_notices import ChangeNotices
-from supervisor.host.exchanges import ExchangeTable
+from supervisor.host.pipeline.exchanges import ExchangeTable
+from supervisor.host.pipeline.runner import ToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
 from supervisor.host.resource_subscriptions import ResourceSubscriptions
 from supervisor.host.routing import route_when_known
-from supervisor.host.tool_calls import ToolCalls
 from supervisor.ops.logs import RateLimitedLog
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
@@ -141,7 +141,7 @@ class Front:
         relay.subscriptions.on_change(supervisor.set_subscriptions)
         self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
         self.tool_calls = ToolCalls(self)
-        """The SDK path's tools/call handler and the fast path's runner (``tool_calls``: which call takes which)."""
+        """The SDK path's tools/call handler and the fast path's runner (``host.pipeline.runner``)."""
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=__version__,
@@ -258,7 +258,7 @@ class Front:
                 return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {withheld}")
         return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}")
 
-    # -- what every tools/call path shares (``tool_calls``' and the splice's) ----------
+    # -- what every tools/call path shares (the runner's and the splice's) ----------
 
     @property
     def shutting_down(self) -> bool:
@@ -426,7 +426,7 @@ class Front:
             self._idle.set()
 
     def http_session(self, session_id: str) -> Connection | None:
-        """The initialized connection of a handshake-era HTTP host's session (``host.http_handshake_calls``)."""
+        """The initialized connection of a handshake-era HTTP host's session (``host.http.sessions``)."""
         return self._relay.legacy.of_session(session_id)
 
     @property

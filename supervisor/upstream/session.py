@@ -108,7 +108,7 @@ class Upstream:
         self._log_level: types.LoggingLevel | None = None
         self.notice_routes = NoticeRoutes(settings.name, host, modern=self.modern)
         self.splice: UpstreamSplice | None = None
-        """The stdio wire splice's end of this generation (``host.splice``); None over HTTP."""
+        """The stdio wire splice's end of this generation (``host.stdio.reader``); None over HTTP."""
         self.http_calls: HttpCalls | None = None
         """The fast path's own POST to this generation (``upstream.http_calls``): 2026-era streamable HTTP only."""
 
@@ -222,7 +222,7 @@ class Upstream:
         input rounds, from a 2026-era server, run here: each round's request asked of
         the host, each retry sent by this path), or none (the one-shot command).
         The request skips the SDK's request model and the result its validation
-        (the host side checks an ``outputSchema``: ``host.pipeline.check_output``);
+        (the host side checks an ``outputSchema``: ``host.pipeline.stages.check_output``);
         errors translate once, here, and a result that is not even shaped like one
         is an ``UpstreamProtocolError``.
         """

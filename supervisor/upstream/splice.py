@@ -6,7 +6,7 @@ line with our id and our client's envelope, recognises the answer by that id in
 the generation's stdout pump (``claim``) before anything parses it as a
 message, and hands it to the host half that sent the call
 (``calls.splice.SpliceHost``). The host half and the splice as a whole are
-described in ``supervisor.host.splice``.
+described in ``supervisor.host.stdio.reader``.
 
 Concurrency: ``submit`` runs synchronously in the host wire's reader task;
 ``claim`` and ``deliver`` in the upstream's stdout pump; ``serve_deadlines`` is
@@ -151,7 +151,7 @@ class UpstreamSplice:
         """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
 
         ``arguments_text``: the host's own bytes of ``arguments`` (a large request), copied as they are.
-        ``meta``: the request's ``_meta`` when it is more than our envelope (trace context; ``host.splice``).
+        ``meta``: the request's ``_meta`` when it is more than our envelope (trace context; ``host.stdio.reader``).
         ``capabilities``: the host's client capabilities, declared upstream instead of ours (without ``meta``).
         """
         if self._stdin is None or self._envelope is None or self._lost:
@@ -244,7 +244,7 @@ class UpstreamSplice:
     async def deliver_progress(self, line: bytes) -> SpliceHost | None:
         """Forward a progress notice of a spliced call to its host; None: not a spliced call's.
 
-        Its token is the call's request id of ours (``pipeline.spliced_meta``), so
+        Its token is the call's request id of ours (``host.pipeline.stages.spliced_meta``), so
         it is attributed exactly, however many calls are in flight; the host half
         puts the host's own token back. Written by the stdout pump in wire order,
         so the host has it before the call's answer.

@@ -137,7 +137,7 @@ async def open_stdio_transport(
     (``upstream.spawn``) is taken if there is one, and owned from then on exactly
     like one spawned here.
 
-    With ``splice``, the wire splice (``host.splice``) queues request lines on
+    With ``splice``, the wire splice (``host.stdio.reader``) queues request lines on
     stdin and takes its answers off stdout before they are parsed; its calls
     are failed when the child dies or the transport closes.
 

@@ -39,7 +39,7 @@ class _NowaitSource(Protocol):
 
 
 def encode_frame(message: SessionMessage | bytes) -> bytes:
-    """One message as one JSON line (``bytes``: a line already framed, by ``host.splice``)."""
+    """One message as one JSON line (``bytes``: a line already framed, by ``host.stdio.reader``)."""
     if isinstance(message, bytes):
         return message
     return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"

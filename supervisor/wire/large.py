@@ -1,6 +1,6 @@
 """Large messages on the stdio wire splice: the envelope read from the bytes, the big members forwarded unread.
 
-A spliced ``tools/call`` (``host.splice``) whose line is large, typically a
+A spliced ``tools/call`` (``host.stdio.reader``) whose line is large, typically a
 1 MB argument or result, crosses the sidecar as bytes end to end: the
 envelope is read by ``wire.json_spans.scan_object`` without decoding the big
 members (which are proven well-formed, not decoded), and the line written on is

@@ -57,11 +57,12 @@ ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
 WriteStream = MemoryObjectSendStream[SessionMessage]
 
 Intercept = Callable[[bytes], bool]
-"""Sees each incoming line first, synchronously; True takes it off the wire (``host.splice``)."""
+"""Sees each incoming line first, synchronously; True takes it off the wire (``host.stdio.reader``)."""
 Flush = Callable[[], None]
-"""Writes what ``Intercept`` batched (``host.splice``): called after each chunk, and before the reader awaits."""
+"""Writes what ``Intercept`` batched (``host.stdio.reader``): called after each chunk, and before the reader awaits."""
 Linger = Callable[[], float]
-"""How long the reader waits before its next read, so one wake-up takes several lines (``host.splice``, under load)."""
+"""How long the reader waits before its next read, so one wake-up takes several lines (``host.stdio.reader``, under
+load)."""
 
 _DRAIN_GRACE_SEC = 5.0
 _READ_CHUNK_BYTES = 1 << 20  # a large request in a few wake-ups

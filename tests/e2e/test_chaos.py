@@ -24,7 +24,7 @@ covers every era pair, and over stdio every path a call can take (the splice
 for both upstream eras, the SDK path for a handshake-era host's calls to a
 2026-era server); the HTTP server's calls take the fast path's own POST
 (``upstream.http1``, on kept-alive connections a kill leaves dead), from a
-stdio host of either era run off the host wire (``host.stdio_fast_calls``).
+stdio host of either era run off the host wire (``host.stdio.tasks``).
 
 Pacing the killer uses ``trio.sleep`` on purpose (chaos, not ordering); every
 wait for another process's state polls with a (scaled) bound.

@@ -96,7 +96,7 @@ async def test_a_hosts_calls_to_a_2026_http_server_take_our_own_post_with_logs_f
 ) -> None:
     """The fast path's own POST (``upstream.http_calls``) reads the call's event stream: its logs, then its answer.
 
-    From a handshake-era host too (issue 29, round 20: ``host.stdio_fast_calls``, ``host.http_handshake_calls``):
+    From a handshake-era host too (issue 29, round 20: ``host.stdio.tasks``, ``host.http.sessions``):
     the log level it set goes upstream with each call, the input rounds of sampling, elicitation and roots are run
     by the sidecar and asked of this host, and the result has the handshake shape (no ``serverInfo`` stamp).
     """

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from supervisor.calls.splice import SplicedCall
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import load_small
 from supervisor.wire.frames import LineBuffer

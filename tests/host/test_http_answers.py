@@ -1,4 +1,4 @@
-"""``host.http_answers`` reads a POST's headers as the SDK would: its Accept rule, its routing headers."""
+"""``host.http.answers`` reads a POST's headers as the SDK would: its Accept rule, its routing headers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import find_duplicated_routing_header
 from starlette.requests import Request
 
-from supervisor.host.http_answers import accepts_json_and_events, post_headers
+from supervisor.host.http.answers import accepts_json_and_events, post_headers
 
 ACCEPTS = [
     "application/json, text/event-stream",

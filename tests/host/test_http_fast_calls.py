@@ -1,4 +1,4 @@
-"""The HTTP front's own answer to a plain 2026 ``tools/call`` (``host.http_fast_calls``), over raw ASGI.
+"""The HTTP front's own answer to a plain 2026 ``tools/call`` (``host.http.posts``), over raw ASGI.
 
 The Front and the SDK's app are fakes behind the ASGI seam: each test sends
 one POST as hypercorn would and checks who answered it and how. Which POSTs
@@ -27,8 +27,8 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
 )
 
-from supervisor.host.http_answers import PING_SEC
-from supervisor.host.http_fast_calls import HttpFastCalls
+from supervisor.host.http.answers import PING_SEC
+from supervisor.host.http.posts import HttpFastCalls
 from supervisor.telemetry.spans import TELEMETRY
 
 MODERN: Final = "2026-07-28"

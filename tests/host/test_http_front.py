@@ -24,7 +24,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from supervisor.config.loader import load_settings
 from supervisor.host.front import Front
-from supervisor.host.http import HttpHostLink
+from supervisor.host.http.link import HttpHostLink
 from supervisor.host.relay import Relay
 from supervisor.root import Supervisor
 from tests.fidelity_host import HTTP_CLIENT_LEAKS_ASYNCGENS, Recorder
@@ -139,7 +139,7 @@ async def test_a_foreign_host_or_origin_is_refused_even_with_the_token(tmp_path:
 
 @HTTP_CLIENT_LEAKS_ASYNCGENS
 async def test_a_2026_hosts_plain_call_is_the_fronts_own_answer_and_any_other_the_sdks(tmp_path: Path) -> None:
-    # host.http_fast_calls takes a call that can get no notices (a plain one to this stdio server as bytes, on the
+    # host.http.posts takes a call that can get no notices (a plain one to this stdio server as bytes, on the
     # splice's HTTP half; one with a log level on the fast path); the host sees the same answers either way.
     recorder = Recorder(name="ada")
     with trio.fail_after(scaled(30)):

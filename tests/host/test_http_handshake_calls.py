@@ -1,4 +1,4 @@
-"""The HTTP front's own answer to a handshake-era session's plain call (``host.http_handshake_calls``).
+"""The HTTP front's own answer to a handshake-era session's plain call (``host.http.sessions``).
 
 The front runs in-process (``serve_front_in_process``) over a real fidelity
 fixture that speaks only the handshake era; the host is a real ``mcp.Client``

@@ -20,7 +20,7 @@ from mcp import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 
-from supervisor.host.http_handshake_calls import ASK_ID_PREFIX
+from supervisor.host.http.sessions import ASK_ID_PREFIX
 from tests.host.test_http_handshake_splice import BOUND_SEC, _answered, _call, _keeping_events, _session
 from tests.host.test_http_splice import _Upstream
 

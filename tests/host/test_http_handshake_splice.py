@@ -1,4 +1,4 @@
-"""A handshake-era session's plain call on the splice's HTTP half (``host.http_handshake_calls``), in-process.
+"""A handshake-era session's plain call on the splice's HTTP half (``host.http.sessions``), in-process.
 
 Through ``HttpFastCalls`` over raw ASGI, with a real session of a real SDK
 session manager (opened by an ``initialize`` POST, as in
@@ -34,7 +34,7 @@ from mcp_types import (
 
 from supervisor.calls.attribution import CallTracker
 from supervisor.compat.sdk_sessions import live_session
-from supervisor.host.http_fast_calls import HttpFastCalls
+from supervisor.host.http.posts import HttpFastCalls
 from tests.compat.test_sdk_sessions import _initialize
 from tests.host import detaching
 from tests.host.test_http_fast_calls import LIMIT, _FakeSdk

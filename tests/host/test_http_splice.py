@@ -1,4 +1,4 @@
-"""The wire splice's HTTP half (``host.http_splice``): an HTTP front's plain 2026 call, as bytes to a stdio upstream.
+"""The wire splice's HTTP half (``host.http.splice``): an HTTP front's plain 2026 call, as bytes to a stdio upstream.
 
 In-process, through ``HttpFastCalls`` over raw ASGI (as ``test_http_fast_calls.py``),
 with a real ``UpstreamSplice``: the test reads the request line off its stdin
@@ -23,8 +23,8 @@ from mcp import MCPError
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import INVALID_PARAMS, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
-from supervisor.host.http_answers import PING_SEC
-from supervisor.host.http_fast_calls import HttpFastCalls
+from supervisor.host.http.answers import PING_SEC
+from supervisor.host.http.posts import HttpFastCalls
 from supervisor.upstream.splice import UpstreamSplice
 from tests.host import detaching
 from tests.host.test_http_fast_calls import BODY, HEADERS, LIMIT, _FakeSdk

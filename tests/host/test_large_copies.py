@@ -30,7 +30,7 @@ import trio.testing
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from supervisor.calls.splice import SplicedCall
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import load
 from supervisor.wire.frames import LineBuffer

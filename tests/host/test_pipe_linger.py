@@ -25,7 +25,7 @@ from mcp.shared.message import SessionMessage
 
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.config.servers import ServerSettings
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.upstream.health import TransportHealth
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.upstream.stdio import open_stdio_transport

@@ -1,4 +1,4 @@
-"""The call pipeline's stages on their own (``supervisor.host.pipeline``, issue 47).
+"""The call pipeline's stages on their own (``supervisor.host.pipeline.stages``, issue 47).
 
 The output-schema stage is held to the SDK's own client check (``ClientSession.validate_tool_result``, what
 the SDK path ran) by feeding both the same results: the same verdict and the same text.
@@ -14,7 +14,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp_types import SERVER_INFO_META_KEY
 
-from supervisor.host.pipeline import check_output, error_content, outbound, settle, shaped
+from supervisor.host.pipeline.stages import check_output, error_content, outbound, settle, shaped
 
 SCHEMA: Final = {
     "type": "object",

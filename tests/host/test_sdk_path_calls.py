@@ -25,7 +25,7 @@ from mcp_types import SERVER_INFO_META_KEY
 from supervisor.calls.results import wire_result_shaped
 from supervisor.config.loader import load_settings
 from supervisor.host.front import Front
-from supervisor.host.pipeline import shaped
+from supervisor.host.pipeline.stages import shaped
 from supervisor.host.relay import Relay
 from supervisor.ops.metrics import PREFIX
 from supervisor.root import Supervisor

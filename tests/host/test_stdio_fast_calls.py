@@ -1,4 +1,4 @@
-"""``host.stdio_fast_calls``: a stdio host's fast-path call, run off the host wire, not by the SDK's server.
+"""``host.stdio.tasks``: a stdio host's fast-path call, run off the host wire, not by the SDK's server.
 
 In-process: the host wire is a memory stream, the call's upstream a fake
 behind ``ToolCalls.call_tool_wire`` (the fast path's own code is the SDK
@@ -31,7 +31,7 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
 )
 
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import BIG_LINE_BYTES
 from tests.fakes import SpliceFront, SpliceTracker

@@ -1,4 +1,4 @@
-"""The table in ``supervisor.host.call_paths``: which ``tools/call`` takes the splice, the fast path or the SDK path.
+"""The table in ``host.pipeline.paths``: which ``tools/call`` takes the splice, the fast path or the SDK path.
 
 ``test_the_one_decision_…`` pins the decision itself (``plain_call`` and
 ``path_of``) for every era pair, front and transport; the tests after it hold
@@ -23,9 +23,9 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from supervisor.catalog.registry import Registry
 from supervisor.catalog.transforms import compile_transforms
 from supervisor.config.transforms import ToolTransformSettings
-from supervisor.host.call_paths import path_of, plain_call
-from supervisor.host.pipeline import FrontKind
-from supervisor.host.splice import HostSplice
+from supervisor.host.pipeline.paths import path_of, plain_call
+from supervisor.host.pipeline.stages import FrontKind
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from tests.fakes import SpliceFront, SpliceTracker
 

@@ -1,4 +1,4 @@
-"""The stdio wire splice (``supervisor.host.splice``): which calls cross as bytes, and that nothing is lost.
+"""The stdio wire splice (``supervisor.host.stdio.reader``): which calls cross as bytes, and that nothing is lost.
 
 End to end: a real host drives ``python -m supervisor run`` over stdio with a real
 fixture server behind it. The fixture logs every request's JSON-RPC id, so a test

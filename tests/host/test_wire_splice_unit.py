@@ -1,4 +1,4 @@
-"""``host.splice.HostSplice`` in-process: an answer owed to the host survives the cancellation of its writer."""
+"""``host.stdio.reader.HostSplice`` in-process: an answer owed to the host survives the cancellation of its writer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import anyio
 import trio
 
 from supervisor.calls.splice import SplicedCall
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.upstream.splice import UpstreamSplice
 from tests.fakes import SpliceFront, SpliceTracker
 

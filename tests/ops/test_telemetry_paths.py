@@ -23,7 +23,7 @@ from mcp import Client, MCPError
 from mcp.client.client import ConnectMode
 from opentelemetry.trace import SpanKind
 
-from supervisor.host.http import HttpHostLink
+from supervisor.host.http.link import HttpHostLink
 from supervisor.telemetry import conventions as C
 from tests.ops.otel_support import (
     BAGGAGE,

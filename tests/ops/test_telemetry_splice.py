@@ -26,7 +26,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from opentelemetry.trace import SpanKind
 
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.telemetry import conventions as C
 from supervisor.upstream.splice import UpstreamSplice
 from tests.fakes import SpliceFront, SpliceTracker

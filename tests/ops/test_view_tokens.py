@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from supervisor.host.http import view_path
+from supervisor.host.http.link import view_path
 from supervisor.ops.http import HttpGuard
 
 PATHS = {view_path(""), view_path("code"), view_path("docs")}

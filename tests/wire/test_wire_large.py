@@ -20,7 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp_types import SERVER_INFO_META_KEY
 
 from supervisor.calls.splice import SplicedCall
-from supervisor.host.pipeline import shaped
+from supervisor.host.pipeline.stages import shaped
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import BIG_LINE_BYTES, load
 from supervisor.wire.json_spans import OpaqueObject

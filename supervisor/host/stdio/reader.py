@@ -7,16 +7,16 @@ request id (and, to a 2026-era upstream, our client's ``_meta`` envelope); the
 upstream's answer line is recognised by that id in its stdout pump before
 anything parses it as a message, and written to the host with the host's id,
 in the host's era's shape: a 2026-era host gets our ``serverInfo`` stamp and a
-``resultType`` (``host.pipeline.shaped``), a handshake-era host neither. No
+``resultType`` (``host.pipeline.stages.shaped``), a handshake-era host neither. No
 task is spawned, no channel is crossed and no model is built per call. Where
 the eras differ in more than shape (a server's questions mid-call, log levels,
-input rounds), ``host.splice_rounds`` does what the SDK path would. What a call
+input rounds), ``host.pipeline.rounds`` does what the SDK path would. What a call
 must keep is done here, with the same texts as the general path:
 
 * routing and the shutdown refusal; a call the splice does not carry (the
-  table in ``host.call_paths`` says which) is left to the SDK
+  table in ``host.pipeline.paths`` says which) is left to the SDK
   (``HostSplice.on_line`` returns False; a 2026-era host's fast-path call is run off
-  the wire: ``host.stdio_fast_calls``), and so is anything not queued at once;
+  the wire: ``host.stdio.tasks``), and so is anything not queued at once;
 * ``tool_timeout_sec``: each upstream's calls share one timeout, so deadlines
   come in order and one task (``UpstreamSplice.serve_deadlines``) times out the
   oldest, sending the upstream a courtesy ``notifications/cancelled``;
@@ -75,18 +75,18 @@ from outcome import Outcome
 from supervisor.calls.attribution import HostCall
 from supervisor.calls.splice import LINGER_FROM_CALLS, LINGER_SEC, SplicedCall
 from supervisor.compat.sdk import request_context_on
-from supervisor.host.call_paths import path_of, plain_call
-from supervisor.host.pipeline import error_content, settle
-from supervisor.host.splice_host import SpliceHostHalf
-from supervisor.host.splice_lists import send_list_answer
-from supervisor.host.splice_rounds import (
+from supervisor.host.pipeline.paths import path_of, plain_call
+from supervisor.host.pipeline.rounds import (
     HandshakeRounds,
     Promotion,
     first_round_answer,
     log_notice_line,
 )
-from supervisor.host.splice_wire import HostWire
-from supervisor.host.stdio_fast_calls import StdioFastCalls, Tracker
+from supervisor.host.pipeline.spliced import SpliceHostHalf
+from supervisor.host.pipeline.stages import error_content, settle
+from supervisor.host.stdio.lists import send_list_answer
+from supervisor.host.stdio.tasks import StdioFastCalls, Tracker
+from supervisor.host.stdio.wire import HostWire
 from supervisor.wire import large as wire_large
 from supervisor.wire.codec import frame, load
 from supervisor.wire.pipes import DirectWrite
@@ -121,12 +121,12 @@ class HostSplice(SpliceHostHalf):
     _batched: list[DirectWrite] = field(default_factory=list)
     """Upstream stdins holding request lines from the chunk ``on_line`` is in (``flush_requests`` writes them)."""
     wire: HostWire = field(default_factory=HostWire)
-    """The host wire the answers go on (``host.splice_wire``), attached by the stdio link."""
+    """The host wire the answers go on (``host.stdio.wire``), attached by the stdio link."""
     handshake_version: str | None = None
-    """A handshake-era host's version, set once the SDK answered its ``initialize`` (``host.stdio``); else None."""
+    """A handshake-era host's version, set once the SDK answered its ``initialize`` (``host.stdio.link``); else None."""
 
     fast: StdioFastCalls = field(init=False)
-    """A 2026-era host's calls the fast path carries, run off the wire too (``host.stdio_fast_calls``)."""
+    """A 2026-era host's calls the fast path carries, run off the wire too (``host.stdio.tasks``)."""
 
     def __post_init__(self) -> None:
         self._rounds = HandshakeRounds(self, self.front)
@@ -207,7 +207,7 @@ class HostSplice(SpliceHostHalf):
         assert upstream is not None and upstream.splice is not None  # what "splice" means (``path_of``)
         splice = upstream.splice
         # A handshake-era host's call to a 2026-era upstream: its log level goes with it, and an input
-        # round is run here (``host.splice_rounds``), on the host's connection.
+        # round is run here (``host.pipeline.rounds``), on the host's connection.
         connection = self.front.handshake_connection if handshake and splice.modern else None
         if handshake and splice.modern and connection is None:
             return None
@@ -254,7 +254,7 @@ class HostSplice(SpliceHostHalf):
         """``call`` as a ``HostCall``, for a server→client request its handshake-era upstream sent mid-call.
 
         A handshake-era host is asked on its connection; a 2026-era host's call is
-        promoted to an exchange (``host.splice_rounds``). None when the call was
+        promoted to an exchange (``host.pipeline.rounds``). None when the call was
         answered or cancelled meanwhile (the request is then refused).
         """
         if self._by_host_id.get(call.host_id) is not call:
@@ -288,7 +288,7 @@ class HostSplice(SpliceHostHalf):
         self.front.calls.unspliced(call.tool.owner, call)
 
     async def answer_round(self, call: SplicedCall, result: Outcome[Any]) -> None:
-        """Answer a promoted call's original request with its exchange's first round (``host.splice_rounds``)."""
+        """Answer a promoted call's original request with its exchange's first round (``host.pipeline.rounds``)."""
         version = str((call.host_meta or {}).get(PROTOCOL_VERSION_META_KEY))  # a 2026 version (``plain_call``)
         outcome, message, failure = first_round_answer(call.host_id, result, self.restamp, version)
         if failure is not None:
@@ -319,7 +319,7 @@ class HostSplice(SpliceHostHalf):
     def handshake_host(self) -> bool:
         return self.handshake_version is not None
 
-    def version_of(self, call: SplicedCall) -> str:  # ``host.splice_rounds.RoundsHost``
+    def version_of(self, call: SplicedCall) -> str:  # ``host.pipeline.rounds.RoundsHost``
         return self.handshake_version or ""
 
     async def answer(self, call: SplicedCall, outcome: CallOutcome, message: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 Whichever front read a call (stdio, HTTP) and whichever leg sends it upstream
 (the stdio wire splice, our own POST, the SDK's session), it goes through the
-same stages, in this order. ``host.call_paths`` decides which runner carries a
+same stages, in this order. ``host.pipeline.paths`` decides which runner carries a
 call; the runners call the stages below and nothing else applies a concern.
 
 1. **view wall, pin guard**: only the view's names route, and a withheld
@@ -155,7 +155,7 @@ class TaskTrace:
     SDK's server never saw) or the SDK middleware's, annotated. ``around``
     wraps the upstream request in a CLIENT span parented on it, made where
     the request runs (the handler's task, or an exchange's: a 2026-era host of a
-    handshake-era server, ``host.exchanges``). The CLIENT span covers what the
+    handshake-era server, ``host.pipeline.exchanges``). The CLIENT span covers what the
     actor does for the call (the fail-fast of a server that is not ready, the
     ``tool_timeout_sec`` bound), so a timeout and an unavailable server have
     their ``error.type`` too. The host's arguments are recorded (with
@@ -366,7 +366,7 @@ def settle(
     trace: SplicedTrace | None = None,
 ) -> None:
     """The call is over: the failure warning (``failure``: the ``UpstreamError``'s kind and text), the metrics, and
-    the spliced call's spans end (a task's call ends its own: ``host.tool_calls``)."""
+    the spliced call's spans end (a task's call ends its own: ``host.pipeline.runner``)."""
     if failure is not None:
         front.note_call_failure(tool, *failure)
     front.note_call(tool, outcome, trio.current_time() - started)

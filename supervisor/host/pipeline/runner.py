@@ -1,6 +1,6 @@
 """The code that runs a host's ``tools/call`` on the SDK path and on the fast path (issue 11).
 
-Which path a call takes is decided in one place, ``host.call_paths`` (its
+Which path a call takes is decided in one place, ``host.pipeline.paths`` (its
 table says which calls take the splice, which the fast path, and which the SDK
 path, and why); ``tests/host/test_tool_call_paths.py`` pins each row.
 
@@ -39,7 +39,7 @@ from supervisor.calls.attribution import HostCall
 from supervisor.calls.results import CallOutcome, sieved
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.errors import UpstreamError, UpstreamTimeout
-from supervisor.host.pipeline import FrontKind, TaskTrace, check_output, outbound, settle, shaped
+from supervisor.host.pipeline.stages import FrontKind, TaskTrace, check_output, outbound, settle, shaped
 from supervisor.server_actor import ServerActor
 from supervisor.telemetry.spans import (
     TELEMETRY,
@@ -141,7 +141,7 @@ class ToolCalls:
         for a 2026-era host, ``handshake_shaped`` for a handshake-era one).
 
         Always the result's wire dict, ours included (the HTTP front's own answer
-        writes it as it is: ``host.http_fast_calls``). ``own_span``: the front of a
+        writes it as it is: ``host.http.posts``). ``own_span``: the front of a
         call the SDK's server does not see (a front's own answer): with telemetry on,
         its SERVER span is ours (``telemetry.spans.start_host_call``), not the SDK's.
         """

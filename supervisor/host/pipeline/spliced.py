@@ -1,11 +1,11 @@
 """What both host halves of the wire splice share: a call's start and its result's shape (issue 47).
 
-A stdio host's half (``host.splice.HostSplice``) and the HTTP front's
-(``host.http_splice.HttpSplice``) differ in where a call's request comes from
+A stdio host's half (``host.stdio.reader.HostSplice``) and the HTTP front's
+(``host.http.splice.HttpSplice``) differ in where a call's request comes from
 and where its answer goes. What the call carries upstream is the same for
 both, and decided here once (``SpliceHostHalf.start``): the transform of its
 arguments, its progress token (ours upstream), the capabilities and log level
-of its host, its spans and the request's ``_meta`` (``host.pipeline``), and
+of its host, its spans and the request's ``_meta`` (``host.pipeline.stages``), and
 whether it counts as in flight on its server (so that its upstream's questions
 and log messages find it). ``restamp`` gives its result the host's era's shape.
 
@@ -15,29 +15,43 @@ Concurrency: synchronous, in the task that read the host's request
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import trio
 from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 from supervisor.calls.splice import SplicedCall
-from supervisor.host.pipeline import outbound, shaped, spliced_meta
-from supervisor.host.splice_rounds import declared_capabilities
+from supervisor.host.pipeline.rounds import declared_capabilities
+from supervisor.host.pipeline.stages import outbound, shaped, spliced_meta
 
 if TYPE_CHECKING:
+    from mcp.server import Server
     from mcp.server.connection import Connection
+    from mcp_types import LoggingLevel
 
+    from supervisor.calls.attribution import CallTracker
     from supervisor.calls.splice import SpliceHost
     from supervisor.catalog.registry import RegisteredTool
-    from supervisor.host.front import Front
-    from supervisor.host.pipeline import FrontKind
+    from supervisor.host.pipeline.stages import FrontKind
     from supervisor.server_actor import ServerActor
+
+
+class SplicingFront(Protocol):
+    """What a spliced call's start and shape need of the Front (``host.front.Front``)."""
+
+    @property
+    def calls(self) -> CallTracker: ...
+
+    @property
+    def server(self) -> Server[Any]: ...
+
+    def connection_log_level(self, connection: Connection) -> LoggingLevel | None: ...
 
 
 class SpliceHostHalf:
     """The shared part of a host half of the splice (``calls.splice.SpliceHost``): its subclasses set ``front``."""
 
-    front: Front
+    front: SplicingFront
     _stamp: dict[str, Any] | None = None
 
     @property
@@ -61,13 +75,13 @@ class SpliceHostHalf:
     ) -> SplicedCall | None:
         """Send a host's call upstream on its generation's splice now (no wait); None: it cannot be queued at once.
 
-        The caller checked that the generation is ready and has a splice (``host.call_paths.path_of``).
+        The caller checked that the generation is ready and has a splice (``host.pipeline.paths.path_of``).
 
         ``arguments_text``: the host's own bytes of ``arguments`` (a large request), sent as they are unless a
         transform changes them. ``host_meta``: a 2026-era host's ``_meta``, whose client capabilities are declared
         upstream (issue 30). ``connection``: a handshake-era host's, for a call to a 2026-era upstream: its
         declared capabilities go upstream, its log level is named, and its input rounds run here
-        (``host.splice_rounds``). ``carrier``: the host's trace context; ``progress_token``: the host's (None: it
+        (``host.pipeline.rounds``). ``carrier``: the host's trace context; ``progress_token``: the host's (None: it
         asked for none).
         """
         tool, actor = routed

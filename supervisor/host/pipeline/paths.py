@@ -1,10 +1,10 @@
 """Which way a host's ``tools/call`` goes: the splice, the fast path or the SDK path. One decision, here (issue 29).
 
 The front's own reader decides, before the SDK's server sees the request: the
-stdio host wire's (``host.splice.HostSplice.on_line``) or the HTTP front's own
-answer (``host.http_fast_calls``, and ``host.http_handshake_calls`` for a
+stdio host wire's (``host.stdio.reader.HostSplice.on_line``) or the HTTP front's own
+answer (``host.http.posts``, and ``host.http.sessions`` for a
 handshake-era session). ``plain_call`` reads the params, ``path_of`` names
-the way. Every way runs the same stages (``host.pipeline``); they differ in who
+the way. Every way runs the same stages (``host.pipeline.stages``); they differ in who
 reads and writes the bytes. ``tests/host/test_tool_call_paths.py`` pins each row.
 
 ======  =======================================================  =========================
@@ -27,7 +27,7 @@ back); the tool has no ``outputSchema`` (bytes: nothing would check it); the
 generation is over stdio and its splice ready; the request can be queued at
 once. Over HTTP also: a 2026-era host's call goes to a 2026-era server, without
 trace context; a handshake-era session's to either era. Between eras the splice
-does what the SDK path would (``host.splice_rounds``).
+does what the SDK path would (``host.pipeline.rounds``).
 
 **fast**, for a 2026-era host: every other plain call (a log level, trace
 context, an ``outputSchema``, an input round's retry whose responses the SDK's
@@ -60,7 +60,7 @@ from supervisor.telemetry.spans import trace_carrier
 
 if TYPE_CHECKING:
     from supervisor.catalog.registry import RegisteredTool
-    from supervisor.host.pipeline import FrontKind
+    from supervisor.host.pipeline.stages import FrontKind
     from supervisor.server_actor import ServerActor
 
 Path = Literal["splice", "fast", "sdk"]

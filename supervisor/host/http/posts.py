@@ -12,9 +12,9 @@ errors, the unknown-tool heal, metrics) in the ASGI task, and writes the
 JSON-RPC answer as ``application/json`` with the SDK's status table. The
 call's log messages (a host that named a level) turn the response into an
 event stream at the first one, as the SDK's entry does; the answer is then
-its last event. A call ``host.call_paths`` splices (no log level, a 2026-era
+its last event. A call ``host.pipeline.paths`` splices (no log level, a 2026-era
 stdio server) skips the SDK's client too: it crosses as bytes on the wire
-splice's HTTP half (``host.http_splice``), and its answer is the upstream's.
+splice's HTTP half (``host.http.splice``), and its answer is the upstream's.
 
 It takes a POST only when every one of these holds, and hands anything else
 to the SDK's app unchanged (the body it read is replayed): no session id, a
@@ -59,11 +59,11 @@ from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.compat.sdk import modern_request_context, progress_token_of
-from supervisor.host.call_paths import ENVELOPE_KEYS, path_of, plain_call
-from supervisor.host.http_answers import PostAnswer, PostHeaders, answer_post, post_headers
-from supervisor.host.http_handshake_calls import HandshakeCalls, handshake_session
-from supervisor.host.http_splice import HttpAnswer, HttpSplice
-from supervisor.host.tool_calls import reply
+from supervisor.host.http.answers import PostAnswer, PostHeaders, answer_post, post_headers
+from supervisor.host.http.sessions import HandshakeCalls, handshake_session
+from supervisor.host.http.splice import HttpAnswer, HttpSplice
+from supervisor.host.pipeline.paths import ENVELOPE_KEYS, path_of, plain_call
+from supervisor.host.pipeline.runner import reply
 from supervisor.ops.http1_exchange import DETACH
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import to_json
@@ -102,7 +102,7 @@ class HttpFastCalls:
         self._declares_headers: dict[int, tuple[Any, bool]] = {}
         self._splice = HttpSplice(front)
         self.handshake = HandshakeCalls(front, manager) if manager is not None else None
-        """The answer to handshake-era sessions' plain calls (``host.http_handshake_calls``); None: the SDK's."""
+        """The answer to handshake-era sessions' plain calls (``host.http.sessions``); None: the SDK's."""
         self.taken: Counter[str] = Counter()
         """How many POSTs took each way: ``"splice"`` or ``"fast"`` (answered here), or ``"sdk"`` (passed on);
         of handshake-era sessions', ``"handshake splice"``, ``"handshake reply"`` or ``"handshake cancel"``."""
@@ -145,7 +145,7 @@ class HttpFastCalls:
     def _take(self, headers: PostHeaders, scope: Scope, body: bytes) -> Run | HttpAnswer | None:
         """What runs the call (its notices to ``Notify``), or its spliced answer, if this POST is one to answer here.
 
-        A call the splice carries is sent here, at once (``host.http_splice``), and its answer detached: whoever
+        A call the splice carries is sent here, at once (``host.http.splice``), and its answer detached: whoever
         settles the call writes it (the server's ``DETACH``; without it, the fast path takes the call).
         """
         try:

@@ -1,7 +1,7 @@
 """The stdio host wire as the splice writes to it: at once while its writer is idle, else behind what is queued.
 
 ``HostWire`` holds the two ways onto the host's stdout that the splice
-(``host.splice``) and the fast calls it hands over (``host.stdio_fast_calls``)
+(``host.stdio.reader``) and the fast calls it hands over (``host.stdio.tasks``)
 write by: ``direct``, a write straight onto the pipe when the wire's writer task
 has nothing queued (batched per chunk, flushed by whoever filled the batch),
 and ``out``, the writer's queue (a clone the wire owns and closes), which keeps

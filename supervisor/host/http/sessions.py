@@ -6,10 +6,10 @@ the SDK serves each of its requests through the session's transport,
 dispatcher and server runner, then our client session to the upstream: about
 2.7 ms of CPU per call (issue 29, round 17). A plain call to a stdio server
 of either era needs none of it: ``HandshakeCalls`` answers it on the wire
-splice's HTTP half (``host.http_splice``), as bytes both ways, with the
+splice's HTTP half (``host.http.splice``), as bytes both ways, with the
 guarantees listed there (between eras: the session's log level named, the
 call's log messages on its response, input rounds run in the sidecar). It
-takes a POST (``host.http_fast_calls`` read its body, and replays it to the
+takes a POST (``host.http.posts`` read its body, and replays it to the
 SDK's app for anything not taken here) when all of these hold:
 
 * the headers: a session id, an ``MCP-Protocol-Version`` of a handshake
@@ -20,12 +20,12 @@ SDK's app for anything not taken here) when all of these hold:
   (``Front.http_session``: its connection, captured at
   ``notifications/initialized``);
 * the body is one JSON-RPC ``tools/call`` request, its id not one of this
-  session's calls in flight here, its params plain (``host.call_paths``: no
+  session's calls in flight here, its params plain (``host.pipeline.paths``: no
   progress token; trace context goes upstream as it came), and ``path_of``
   says ``"splice"`` for it (a stdio generation whose splice is ready), not
   shutting down. Where it says ``"fast"`` (a 2026-era server with no splice
   ready: over HTTP, as a rule), the call is run in its POST's task instead
-  (``_serve``: ``tool_calls.reply``, every task-run call's runner, its
+  (``_serve``: ``runner.reply``, every task-run call's runner, its
   questions and log messages on its response as here, its cancel in
   ``_running``): 2,845 us of sidecar CPU per call on the SDK's session
   transport, dispatcher, server runner and client before (issue 29).
@@ -49,9 +49,9 @@ of POST belong to such a call and are answered here, 202 as the SDK does:
 
 Concurrency: ``take`` is synchronous (no await between checking the session
 and holding it). A spliced call's POST task returns once the call is sent: its answer
-is detached, written by whichever task settles the call (``host.http_splice``);
+is detached, written by whichever task settles the call (``host.http.splice``);
 a question is written by the upstream's request handler task (the response's
-writes never wait: ``host.http_answers.PostAnswer``), and waits for the reply
+writes never wait: ``host.http.answers.PostAnswer``), and waits for the reply
 POST's task to settle it. Tables are changed only in synchronous code.
 """
 
@@ -74,10 +74,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from supervisor.calls.attribution import HostCall
 from supervisor.compat.sdk import notify_progress, progress_token_of, request_context_on
 from supervisor.compat.sdk_sessions import hold, live_session
-from supervisor.host.call_paths import path_of, plain_call
-from supervisor.host.http_answers import PostAnswer, PostHeaders, answer_post
-from supervisor.host.http_splice import HttpAnswer, HttpSplice
-from supervisor.host.tool_calls import reply
+from supervisor.host.http.answers import PostAnswer, PostHeaders, answer_post
+from supervisor.host.http.splice import HttpAnswer, HttpSplice
+from supervisor.host.pipeline.paths import path_of, plain_call
+from supervisor.host.pipeline.runner import reply
 from supervisor.ops.http1_exchange import DETACH
 from supervisor.wire.codec import to_json
 

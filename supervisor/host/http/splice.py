@@ -1,8 +1,8 @@
 """The wire splice's HTTP half: an HTTP front's plain ``tools/call`` to a stdio upstream of its era (issue 29).
 
 The HTTP front answers some plain calls itself: a 2026-era host's
-(``host.http_fast_calls``) and a handshake-era session's
-(``host.http_handshake_calls``). When ``host.call_paths`` says ``"splice"``
+(``host.http.posts``) and a handshake-era session's
+(``host.http.sessions``). When ``host.pipeline.paths`` says ``"splice"``
 for one (no trace context; the upstream a stdio generation of the host's
 era whose splice is ready), the call skips the SDK's client as well:
 ``HttpSplice.submit`` hands it to the generation's splice
@@ -11,7 +11,7 @@ era whose splice is ready), the call skips the SDK's client as well:
 upstream's stdout pump, before anything parses it as a message; the answer is
 handed here and becomes the POST's body as it is (a large one too). What the
 call keeps, with the texts of the general path (the splice's own list,
-``host.splice``):
+``host.stdio.reader``):
 
 * ``tool_timeout_sec`` (the splice's deadline task), with its courtesy
   ``notifications/cancelled`` upstream;
@@ -27,7 +27,7 @@ call keeps, with the texts of the general path (the splice's own list,
   triggering the unknown-tool heal (I8);
 * metrics and the rate-limited failure warning (``Front.note_call``);
 * the result in the host's era's shape: a 2026-era host's stamped with our
-  ``serverInfo`` (``host.pipeline.shaped``), a handshake-era host's as the
+  ``serverInfo`` (``host.pipeline.stages.shaped``), a handshake-era host's as the
   upstream sent it (``calls.results.handshake_shaped``);
 * a handshake-era upstream's requests to its host mid-call (sampling,
   elicitation, roots): the call is counted in flight on its server, and
@@ -37,7 +37,7 @@ call keeps, with the texts of the general path (the splice's own list,
   SDK path would do: the request names the session's log level and declares
   its capabilities, the call's log messages ride its response in wire order
   (``notice``), and an input round is run in the sidecar
-  (``host.splice_rounds.HandshakeRounds``), asking the host on the call's
+  (``host.pipeline.rounds.HandshakeRounds``), asking the host on the call's
   response; the host gets the end as its answer.
 
 Which calls never come here, and why: a 2026-era host's call to a
@@ -71,10 +71,10 @@ from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from supervisor.calls.splice import SplicedCall
-from supervisor.host.http_answers import PING_SEC, PostAnswer
-from supervisor.host.pipeline import error_content, settle
-from supervisor.host.splice_host import SpliceHostHalf
-from supervisor.host.splice_rounds import HandshakeRounds, log_notice_line
+from supervisor.host.http.answers import PING_SEC, PostAnswer
+from supervisor.host.pipeline.rounds import HandshakeRounds, log_notice_line
+from supervisor.host.pipeline.spliced import SpliceHostHalf
+from supervisor.host.pipeline.stages import error_content, settle
 from supervisor.wire.codec import frame, to_json
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ Detach = Callable[["Watcher", float], "SendNow"]
 
 
 class Asker(Protocol):
-    """A handshake-era call's server→host requests, asked on its own response (``host.http_handshake_calls``)."""
+    """A handshake-era call's server→host requests, asked on its own response (``host.http.sessions``)."""
 
     @property
     def connection(self) -> Connection:
@@ -155,12 +155,14 @@ class HttpAnswer:
 class HttpSplice(SpliceHostHalf):
     """One view's HTTP front end of the splice (``calls.splice.SpliceHost``) for one host era: calls in flight.
 
-    ``handshake``: for handshake-era sessions' calls (``host.http_handshake_calls``)
+    ``handshake``: for handshake-era sessions' calls (``host.http.sessions``)
     to upstreams of either era; else 2026-era hosts' to 2026-era upstreams.
     A handshake-era session's call to a 2026-era upstream names the session's
     log level, gets its log messages on its own response, and has its input
-    rounds run here (``host.splice_rounds.HandshakeRounds``), as on stdio.
+    rounds run here (``host.pipeline.rounds.HandshakeRounds``), as on stdio.
     """
+
+    front: Front
 
     def __init__(self, front: Front, *, handshake: bool = False) -> None:
         self.front = front
@@ -197,7 +199,7 @@ class HttpSplice(SpliceHostHalf):
         ``carrier``: a handshake-era call's trace context (``_meta``'s ``traceparent``…): with telemetry off, sent
         upstream as it came; on, the parent of the call's SERVER span (``telemetry.spans.SplicedTrace``), whose
         CLIENT span's context goes upstream instead.
-        ``progress_token``: the host's (None: it asked for none); ours goes upstream (``pipeline.spliced_meta``).
+        ``progress_token``: the host's (None: it asked for none); ours goes upstream (``stages.spliced_meta``).
         """
         upstream = actor.ready_upstream
         splice = upstream.splice if upstream is not None else None
@@ -247,12 +249,12 @@ class HttpSplice(SpliceHostHalf):
         return True
 
     def version_of(self, call: SplicedCall) -> str:
-        """``host.splice_rounds.RoundsHost``: the version ``call``'s session negotiated."""
+        """``host.pipeline.rounds.RoundsHost``: the version ``call``'s session negotiated."""
         answer = self._waiting.get(call)
         return answer.asker.connection.protocol_version if answer is not None and answer.asker is not None else ""
 
     async def write_answer(self, call: SplicedCall, outcome: CallOutcome, line: bytes) -> None:
-        """``host.splice_rounds.RoundsHost``: the end of ``call``'s input rounds, as its POST's body."""
+        """``host.pipeline.rounds.RoundsHost``: the end of ``call``'s input rounds, as its POST's body."""
         self._settle(call, outcome, line.rstrip(b"\n"), 200)
 
     # -- calls.splice.SpliceHost --------------------------------------------------------

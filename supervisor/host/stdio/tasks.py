@@ -1,6 +1,6 @@
 """A stdio host's fast-path ``tools/call``, answered off the host wire without the SDK's server (issue 29).
 
-A call the wire splice does not carry but the fast path does (``host.call_paths``:
+A call the wire splice does not carry but the fast path does (``host.pipeline.paths``:
 a 2026-era host's plain call to a server over streamable HTTP, or to a stdio
 server whose splice is not ready, or with a log level in its ``_meta``; a
 handshake-era host's plain call to a 2026-era server over HTTP, or over stdio
@@ -14,7 +14,7 @@ splice already parsed, when the splice's ``path_of`` says ``"fast"`` and all of
 these hold:
 
 * a 2026-era host's ``_meta`` is the envelope and at most a log level and trace
-  context (as the HTTP front's own answer takes: ``host.http_fast_calls``), and the SDK's
+  context (as the HTTP front's own answer takes: ``host.http.posts``), and the SDK's
   request ladder accepts the envelope (``classify_inbound_request``, no headers
   on stdio); a handshake-era host's holds at most trace context (``path_of``),
   and the SDK has answered its ``initialize`` (its connection);
@@ -32,7 +32,7 @@ host's is built on its connection (``compat.sdk.request_context_on``), whose
 requests (an input round's questions) go through the connection's own channel,
 so the SDK's dispatcher takes the host's reply. The call's log notices go to
 the host wire, in order with its answer; its answer, or the SDK's error for
-what it raised, each era's (``tool_calls.reply``), is written to the host as
+what it raised, each era's (``host.pipeline.runner.reply``), is written to the host as
 one line. The host's ``notifications/cancelled`` for it cancels the task, and
 it is answered never, as on the SDK path. The stdio link's unanswered-request set
 tracks it.
@@ -54,8 +54,8 @@ from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import LOG_LEVEL_META_KEY
 
 from supervisor.compat.sdk import modern_request_context, notify_progress, progress_token_of, request_context_on
-from supervisor.host.call_paths import ENVELOPE_KEYS
-from supervisor.host.tool_calls import reply
+from supervisor.host.pipeline.paths import ENVELOPE_KEYS
+from supervisor.host.pipeline.runner import reply
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import frame
 
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 _TAKEN_META_KEYS: Final = ENVELOPE_KEYS | {LOG_LEVEL_META_KEY, "progressToken"} | frozenset(TRACE_KEYS)
 
 Write = Callable[[bytes], Awaitable[None]]
-"""Writes one framed line to the host wire (``host.splice_wire.HostWire.write_line``)."""
+"""Writes one framed line to the host wire (``host.stdio.wire.HostWire.write_line``)."""
 
 
 class Tracker(Protocol):

@@ -4,7 +4,7 @@
 catalog wire cache (``catalog.wire_form``) holds for the host's protocol
 version, returns the whole answer line; otherwise None, and the SDK answers
 (and fills the cache). ``send_list_answer`` hands it to the host wire's
-writer if that can take it at once (``host.splice.HostSplice``).
+writer if that can take it at once (``host.stdio.reader.HostSplice``).
 
 No state; nothing here awaits.
 """
@@ -19,7 +19,7 @@ import anyio
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from supervisor.host.call_paths import ENVELOPE_KEYS
+from supervisor.host.pipeline.paths import ENVELOPE_KEYS
 from supervisor.wire.codec import load
 
 logger = logging.getLogger(__name__)

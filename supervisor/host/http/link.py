@@ -10,8 +10,8 @@ has no session to hang it on.
 session) and the front's HTTP/1.1 server (``ops.http1_server``) serving
 ``HttpGuard(by path → manager)`` on the configured port (``0``: one the OS picks; ``urls`` and the
 ``listening`` log line say which). In front of each manager, the Front's own
-answer to a plain ``tools/call`` (a 2026 host's: ``host.http_fast_calls``; a
-handshake-era session's: ``host.http_handshake_calls``) takes the calls it
+answer to a plain ``tools/call`` (a 2026 host's: ``host.http.posts``; a
+handshake-era session's: ``host.http.sessions``) takes the calls it
 can, and passes the rest on. The guard does rebinding protection,
 bearer auth with view-bound tokens (a token opens only its views' paths: 403
 on any other), and the declared-size check (``ops.http``); each manager
@@ -44,7 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.config.models import FrontSettings
 from supervisor.host.front import Front
-from supervisor.host.http_fast_calls import HttpFastCalls
+from supervisor.host.http.posts import HttpFastCalls
 from supervisor.ops.http import HttpGuard, allowed_names
 from supervisor.ops.http1_server import serve_http1
 
@@ -100,7 +100,7 @@ class HttpHostLink:
             )
             for view, path in ((view, view_path(view)) for view in self._fronts)
         }
-        """Per path, the front's own answer to plain 2026 calls before the SDK's app (``host.http_fast_calls``)."""
+        """Per path, the front's own answer to plain 2026 calls before the SDK's app (``host.http.posts``)."""
         self._guard = HttpGuard(
             _ByPath(self.fast_calls),
             token=settings.token,

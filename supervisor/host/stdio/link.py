@@ -16,7 +16,7 @@ Listen streams (``subscriptions/listen``) stay open by design and are not
 counted; the Front ends them on shutdown.
 
 Plain 2026-era ``tools/call`` requests for 2026-era stdio upstreams skip the
-SDK altogether: the wire splice (``host.splice.HostSplice``) takes them off the
+SDK altogether: the wire splice (``host.stdio.reader.HostSplice``) takes them off the
 wire and answers them on it, tracked in the same unanswered set. First-page
 ``tools/list`` requests too, in either era (``_HandshakeWatch`` tells the
 splice a handshake-era host's version).
@@ -40,7 +40,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor.host.front import Front
-from supervisor.host.splice import HostSplice
+from supervisor.host.stdio.reader import HostSplice
 from supervisor.wire.stdio import WriteStream, open_stdio_wire
 from supervisor.wire.streams import ReadStreamView
 

@@ -1,18 +1,18 @@
 """Input rounds and log messages of spliced calls between eras (DESIGN I13, issue 29).
 
-Two mixes of eras cross the wire splice (``host.splice``) with more than bytes
+Two mixes of eras cross the wire splice (``host.stdio.reader``) with more than bytes
 to forward, and what they need is here.
 
 **A 2026-era host, a handshake-era upstream: promotion.**
 
 A 2026-era host's plain ``tools/call`` to a handshake-era stdio server crosses
-the wire splice (``host.splice``). Mid-call, such a server may send a
+the wire splice (``host.stdio.reader``). Mid-call, such a server may send a
 server→client request (sampling, elicitation, roots) and wait for its answer;
 a 2026-era host cannot take requests, only input rounds. When the Relay
 attributes such a request to a spliced call (the only call in flight on that
 server, ``calls.attribution``), the call is *promoted*:
 
-* it becomes a ``HostCall`` with an ``Exchange`` (``host.exchanges``), whose
+* it becomes a ``HostCall`` with an ``Exchange`` (``host.pipeline.exchanges``), whose
   upstream request is this module's ``Promotion.wait``: the spliced request,
   still pending on the upstream's stdin/stdout, is not sent again;
 * the host's original request is answered with the exchange's first round
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
     from supervisor.calls.splice import SplicedCall
     from supervisor.catalog.registry import RegisteredTool
-    from supervisor.host.exchanges import Exchange, ExchangeTable
+    from supervisor.host.pipeline.exchanges import Exchange, ExchangeTable
 
 _FAILURES: Final[dict[str, type[UpstreamError]]] = {
     "UpstreamTimeout": UpstreamTimeout,
@@ -300,6 +300,6 @@ class HandshakeRounds:
             return  # the host cancelled the request: no answer is owed
         outcome, message, failure = answer
         if failure is not None:
-            call.failure = (type(failure).__name__, str(failure))  # warned of as it settles (``host.pipeline``)
+            call.failure = (type(failure).__name__, str(failure))  # warned of as it settles (``host.pipeline.stages``)
         await self._host.write_answer(call, outcome, frame(message))
         self._host.flush()  # a task of the exchange table is not a pump: nobody else flushes for it

@@ -3,8 +3,8 @@
 ``post_headers`` reads the headers the front's own answers decide on, in one
 pass. ``PostAnswer`` writes the response: JSON, or an event stream once it must be one.
 
-A call answered by the front itself (``host.http_fast_calls``,
-``host.http_handshake_calls``) starts as a plain ``application/json``
+A call answered by the front itself (``host.http.posts``,
+``host.http.sessions``) starts as a plain ``application/json``
 response. It becomes ``text/event-stream`` at the first message that must go
 before the answer (a 2026 call's log message, a handshake-era call's
 server→host request) or once the call has been silent for ``PING_SEC``, when
