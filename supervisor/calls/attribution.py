@@ -154,36 +154,47 @@ class HostCall:
 
 
 NOTICE_BUFFER = 256
+Notice = types.ProgressNotificationParams | types.LoggingMessageNotificationParams
 """Notices a call may have queued for its host; beyond that (a host that stopped reading) they are dropped."""
 
 
 class CallNotices:
     """A call's progress and log notices, forwarded to its host in the order the upstream sent them.
 
-    ``put`` never blocks (it runs in the upstream's transport reader); ``run``
-    forwards until ``close`` and then drains what is left, so the host has every
-    notice before the call's result.
+    ``put`` never blocks (it runs in the upstream's transport reader). The
+    first notice starts the call's forwarding task in ``nursery`` (the call's
+    own, so a call that gets none, the usual case, spawns nothing); it forwards
+    until ``close`` and then drains what is left, so the host has every notice
+    before the call's result.
     """
 
-    def __init__(self, call: HostCall) -> None:
+    def __init__(self, call: HostCall, nursery: trio.Nursery) -> None:
         self._call = call
-        self._send, self._receive = trio.open_memory_channel[
-            types.ProgressNotificationParams | types.LoggingMessageNotificationParams
-        ](NOTICE_BUFFER)
+        self._nursery = nursery
+        self._send: trio.MemorySendChannel[Notice] | None = None
+        self._closed = False
         self.dropped = 0
 
-    def put(self, notice: types.ProgressNotificationParams | types.LoggingMessageNotificationParams) -> None:
+    def put(self, notice: Notice) -> None:
+        if self._send is None:
+            if self._closed:
+                self.dropped += 1
+                return
+            self._send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
+            self._nursery.start_soon(self._run, receive)
         try:
             self._send.send_nowait(notice)
         except (trio.WouldBlock, trio.ClosedResourceError):
             self.dropped += 1
 
     def close(self) -> None:
-        self._send.close()
+        self._closed = True
+        if self._send is not None:
+            self._send.close()
 
-    async def run(self) -> None:
-        async with self._receive:
-            async for notice in self._receive:
+    async def _run(self, receive: trio.MemoryReceiveChannel[Notice]) -> None:
+        async with receive:
+            async for notice in receive:
                 try:
                     if isinstance(notice, types.ProgressNotificationParams):
                         await self._call.report_progress(notice.progress, notice.total, notice.message)

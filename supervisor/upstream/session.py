@@ -333,16 +333,15 @@ class Upstream:
         if not call.wants_progress and (level is None or not (self.modern or call.modern_host)):
             # Nothing can reach this call's CallNotices (see ``tap``): no pump task, no nursery.
             return await self._send_and_drive(what, call, meta or None, send)
-        notices = call.notices = CallNotices(call)
         token: str | None = None
-        if call.wants_progress:
-            # Our own token, so the transport tap (not a spawned SDK callback) sees each notice in wire order.
-            token = meta["progressToken"] = self.notice_routes.open_progress(notices)
         failure: Exception | None = None
         result: Any = None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(notices.run)
+                notices = call.notices = CallNotices(call, nursery)
+                if call.wants_progress:
+                    # Our own token, so the transport tap (not a spawned SDK callback) sees each notice in wire order.
+                    token = meta["progressToken"] = self.notice_routes.open_progress(notices)
                 try:
                     result = await self._send_and_drive(what, call, meta or None, send)
                 except Exception as exc:  # raised below, outside the nursery, so it is not wrapped in a group
