@@ -111,7 +111,7 @@ async def _one_trace(receiver: OtlpReceiver, *, host_transport: str, scope: str)
 
 
 SDK_PATH_META: Final = cast(types.RequestParamsMeta, {**HOST_META, "x-test/sdk-path": True})
-"""A handshake-era host's ``_meta`` with a key of its own: only the SDK path takes such a call (``host.pipeline.paths``)."""
+"""A handshake-era host's ``_meta`` with a key of its own: only the SDK path takes it (``host.pipeline.paths``)."""
 
 
 async def test_I18_the_sdk_path_carries_a_handshake_era_hosts_trace_to_a_real_upstream(tmp_path: Path) -> None:
