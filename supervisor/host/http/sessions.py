@@ -166,16 +166,9 @@ class HandshakeCalls:
             )
             call = self._running[key] = trio.CancelScope()
             release = hold(transport)  # the session stays open while the call runs
-            return "fast", partial(
-                self._serve,
-                key=key,
-                call=call,
-                ctx=ctx,
-                routed=routed,
-                arguments=plain.arguments,
-                asker=asker,
-                release=release,
-            )
+            serve = partial(self._serve, key=key, call=call, ctx=ctx, routed=routed, asker=asker, release=release,
+                            arguments=plain.arguments)  # fmt: skip
+            return "fast", serve
         detach = scope.get("extensions", {}).get(DETACH)
         if detach is None or path != "splice":
             return None

@@ -230,22 +230,8 @@ class ToolCalls:
                 spans.end(outcome, result, error)
 
 
-class WireRunner(Protocol):
-    """``ToolCalls.call_tool_wire``."""
-
-    async def __call__(
-        self,
-        ctx: ServerRequestContext[Any],
-        tool: RegisteredTool,
-        actor: ServerActor,
-        arguments: dict[str, Any] | None,
-        *,
-        own_span: FrontKind | None = None,
-    ) -> dict[str, Any]: ...
-
-
 async def reply(
-    run: WireRunner,
+    run: Callable[..., Awaitable[dict[str, Any]]],
     ctx: ServerRequestContext[Any],
     tool: RegisteredTool,
     actor: ServerActor,
