@@ -154,8 +154,9 @@ class HostCall:
 
 
 NOTICE_BUFFER = 256
-Notice = types.ProgressNotificationParams | types.LoggingMessageNotificationParams
 """Notices a call may have queued for its host; beyond that (a host that stopped reading) they are dropped."""
+Notice = types.ProgressNotificationParams | types.LoggingMessageNotificationParams
+"""What an upstream's transport tap puts in a call's ``CallNotices``."""
 
 
 class CallNotices:

@@ -221,10 +221,10 @@ def event(message: bytes) -> bytes:
 async def answer_post(
     stream: PostAnswer,
     receive: Receive,
-    reply: Callable[[], Awaitable[tuple[bytes, int]]],
+    answered: Callable[[], Awaitable[tuple[bytes, int]]],
     hung_up: Callable[[], None],
 ) -> None:
-    """Answer a POST whose call its own task runs: ``reply`` gives the body and status, written on ``stream``.
+    """Answer a POST whose call its own task runs: ``answered`` gives the body and status, written on ``stream``.
 
     Meanwhile one watcher pings every ``PING_SEC`` of silence and, at the host's
     hang-up, calls ``hung_up`` once and stops: a 2026-era host's call is
@@ -232,7 +232,7 @@ async def answer_post(
     """
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_watch, stream, receive, hung_up)
-        body, status = await reply()
+        body, status = await answered()
         await stream.answer(body, status)
         nursery.cancel_scope.cancel()
 

@@ -249,10 +249,10 @@ async def _answer(run: Run, receive: Receive, send: Send) -> None:
     (an event stream once it sent notices or went silent), with the SDK's HTTP status for an error's code."""
     stream = PostAnswer(send)
 
-    async def reply() -> tuple[bytes, int]:
+    async def answered() -> tuple[bytes, int]:
         answer = await run(stream.notice)
         error = answer.get("error")
         return to_json(answer), 200 if error is None else ERROR_CODE_HTTP_STATUS.get(error["code"], 200)
 
     with trio.CancelScope() as call:
-        await answer_post(stream, receive, reply, call.cancel)
+        await answer_post(stream, receive, answered, call.cancel)

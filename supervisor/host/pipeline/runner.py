@@ -1,21 +1,20 @@
-"""The code that runs a host's ``tools/call`` on the SDK path and on the fast path (issue 11).
+"""The runner of every call a task carries, and the SDK path's ``tools/call`` handler over it (issues 11, 47).
 
-Which path a call takes is decided in one place, ``host.pipeline.paths`` (its
-table says which calls take the splice, which the fast path, and which the SDK
-path, and why); ``tests/host/test_tool_call_paths.py`` pins each row.
+``ToolCalls.call_tool_wire`` runs one call: the stages of ``host.pipeline.stages``
+(transform, spans, output schema, shape, settle) around the actor's upstream
+leg. Its callers: the SDK's handler (``ToolCalls.call_tool``, which alone waits
+for the first attempts to route a name, and gives the SDK's server a model), and
+through ``reply`` (the JSON-RPC answer, each era's SDK error mapping) the fronts'
+own tasks: ``host.stdio.tasks``, ``host.http.posts``, ``host.http.sessions``.
+Which call takes which way is ``host.pipeline.paths``'s table.
 
-Every path keeps what a call must keep, with the same texts: routing through
-the Registry, the shutdown refusal, ``tool_timeout_sec``, error translation (an
-``UpstreamError`` becomes an error result, a server's JSON-RPC error passes
-through), the unknown-tool heal (I8), metrics and the rate-limited failure
-warning (``Front.note_call``, ``Front.note_call_failure``), a 2026
-``input_required`` result passed through unchanged, and the host's trace
-context (I18): with telemetry off it goes upstream unchanged; on, the host's
-request has a SERVER span parented on it (here: the SDK middleware's, annotated
-by ``_traced``), and the upstream request a CLIENT span whose context goes
-upstream instead (``telemetry.spans``).
+Every call keeps, with the same texts: the shutdown refusal,
+``tool_timeout_sec``, error translation (an ``UpstreamError`` becomes an error
+result, a server's JSON-RPC error passes through), the unknown-tool heal (I8),
+metrics and the rate-limited failure warning, a 2026 ``input_required`` result
+passed through unchanged, and the host's trace context (I18: ``TaskTrace``).
 
-Concurrency: each call runs in its handler's own task (the host's cancellation
+Concurrency: each call runs in its caller's own task (the host's cancellation
 cancels the upstream request); no state here beyond the Front's.
 """
 
@@ -41,9 +40,7 @@ from supervisor.catalog.registry import RegisteredTool
 from supervisor.errors import UpstreamError, UpstreamTimeout
 from supervisor.host.pipeline.stages import FrontKind, TaskTrace, check_output, outbound, settle, shaped
 from supervisor.server_actor import ServerActor
-from supervisor.telemetry.spans import (
-    TELEMETRY,
-)
+from supervisor.telemetry.spans import TELEMETRY
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -98,7 +95,7 @@ class CallingFront(Protocol):
 
 
 class ToolCalls:
-    """The SDK path's ``tools/call`` handler and the fast path's runner, over one Front."""
+    """The SDK path's ``tools/call`` handler and every task-run call's runner, over one Front."""
 
     def __init__(self, front: CallingFront) -> None:
         self._front = front

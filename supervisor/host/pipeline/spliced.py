@@ -15,6 +15,7 @@ Concurrency: synchronous, in the task that read the host's request
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import trio
@@ -48,16 +49,17 @@ class SplicingFront(Protocol):
     def connection_log_level(self, connection: Connection) -> LoggingLevel | None: ...
 
 
-class SpliceHostHalf:
-    """The shared part of a host half of the splice (``calls.splice.SpliceHost``): its subclasses set ``front``."""
+class SpliceHostHalf(ABC):
+    """The shared part of a host half of the splice (``calls.splice.SpliceHost``): its subclasses set ``front``
+    and say their host's era (``handshake_host``)."""
 
     front: SplicingFront
     _stamp: dict[str, Any] | None = None
 
     @property
+    @abstractmethod
     def handshake_host(self) -> bool:
         """Whether this half's host speaks a handshake era (its results take that era's shape)."""
-        raise NotImplementedError
 
     def start(
         self,
