@@ -34,15 +34,25 @@ from typing import Any, Final
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import (
+    Event,
+    ReadableSpan,
+    SpanLimits,
+    SpanProcessor,
+    SynchronousMultiSpanProcessor,
+    TracerProvider,
+)
+from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, Tracer, use_span
 from opentelemetry.util.types import Attributes
 
 from supervisor._version import __version__
 from supervisor.compat.otel import SDK_SEND_PREFIX, SDK_TRACER_NAME
 from supervisor.telemetry import conventions as C
-from supervisor.telemetry.spans import TELEMETRY, ambient, covering
+from supervisor.telemetry.lean import LeanSpans, watches_starts
+from supervisor.telemetry.spans import OWN_TRACER_NAME, TELEMETRY, ambient, covering
 
 MASK: Final = "***"
 
@@ -56,9 +66,10 @@ def _pass_through(context: Context | None) -> trace.Span:
 class _GatedTracer(Tracer):
     """A tracer that is a no-op while telemetry is off, and tidies the ``mcp`` SDK's CLIENT spans."""
 
-    def __init__(self, inner: Tracer, *, mcp_sdk: bool) -> None:
+    def __init__(self, inner: Tracer, *, mcp_sdk: bool, lean: LeanSpans | None = None) -> None:
         self._inner = inner
         self._mcp_sdk = mcp_sdk
+        self._lean = lean
 
     def start_span(  # noqa: PLR0917  (the API's signature)
         self,
@@ -82,6 +93,8 @@ class _GatedTracer(Tracer):
                     ours.set_attribute(C.REQUEST_ID, request_id)
                 return _pass_through(context)
             name, attributes = _conventional(name, attributes)
+        elif self._lean is not None and not links and start_time is None:
+            return self._lean.start(name, context, kind, attributes)
         return self._inner.start_span(
             name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
@@ -127,7 +140,18 @@ def _conventional(name: str, attributes: Attributes) -> tuple[str, dict[str, Any
 
 
 class SupervisorTracerProvider(TracerProvider):
-    """The SDK's tracer provider, handing out ``_GatedTracer``s."""
+    """The SDK's tracer provider, handing out ``_GatedTracer``s; the sidecar's own tracer starts lean spans."""
+
+    def __init__(self, *, resource: Resource | None = None) -> None:
+        self._processors = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]  # the SDK's own, untyped
+        self._limits = SpanLimits()  # from the environment, as the SDK's provider reads them
+        self._lean_allowed = True
+        super().__init__(resource=resource, active_span_processor=self._processors, span_limits=self._limits)
+
+    def add_span_processor(self, span_processor: SpanProcessor) -> None:
+        if watches_starts(span_processor):
+            self._lean_allowed = False  # tracers made from now on start every span the SDK's way
+        super().add_span_processor(span_processor)
 
     def get_tracer(
         self,
@@ -137,7 +161,13 @@ class SupervisorTracerProvider(TracerProvider):
         attributes: Attributes = None,
     ) -> Tracer:
         inner = super().get_tracer(instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
-        return _GatedTracer(inner, mcp_sdk=instrumenting_module_name == SDK_TRACER_NAME)
+        lean = None
+        if self._lean_allowed and instrumenting_module_name == OWN_TRACER_NAME and isinstance(inner, SdkTracer):
+            scope = InstrumentationScope(
+                instrumenting_module_name, instrumenting_library_version or "", schema_url, attributes
+            )
+            lean = LeanSpans.for_limits(self._limits, self, self._processors, scope, inner.instrumentation_info)
+        return _GatedTracer(inner, mcp_sdk=instrumenting_module_name == SDK_TRACER_NAME, lean=lean)
 
 
 class OperationMetrics(SpanProcessor):

@@ -64,7 +64,8 @@ class Switch:
 TELEMETRY: Final = Switch()
 """The one switch. Every call path reads ``TELEMETRY.on`` once per call; off, nothing else happens."""
 
-_tracer = trace.get_tracer("mcp-supervisor", __version__)
+OWN_TRACER_NAME: Final = "mcp-supervisor"
+_tracer = trace.get_tracer(OWN_TRACER_NAME, __version__)
 
 covering: ContextVar[str | None] = ContextVar("mcp_supervisor_covering", default=None)
 """The SDK span name (``MCP send tools/call <raw>``) that the current CLIENT span of ours already covers."""

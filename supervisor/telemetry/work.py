@@ -23,9 +23,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from supervisor._version import __version__
 from supervisor.telemetry import conventions as C
-from supervisor.telemetry.spans import TELEMETRY, ambient
+from supervisor.telemetry.spans import OWN_TRACER_NAME, TELEMETRY, ambient
 
-_tracer = trace.get_tracer("mcp-supervisor", __version__)
+_tracer = trace.get_tracer(OWN_TRACER_NAME, __version__)
 _NO_ERROR_STATUS: Final = Status(StatusCode.ERROR)
 """An error status without a description (the texts would carry content)."""
 
