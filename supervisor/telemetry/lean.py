@@ -17,7 +17,8 @@ what the SDK's span does for the sidecar's call spans and nothing else:
   provider given one that does makes no lean spans (``watches_starts``);
 * attributes live in a plain dict. The call spans set only strings and
   integers the sidecar made, which the SDK's validation passes unchanged; any
-  other value is cleaned exactly as the SDK would clean it (``_cleaned``).
+  other value (or a key it would drop) moves them into the SDK's own
+  ``BoundedAttributes``, which cleans and counts as the SDK's span does.
 
 What it leaves out is guarded, not assumed: ``LeanSpans.for_limits`` returns
 None, and the SDK's tracer makes every span, when a span limit is tighter than
@@ -52,7 +53,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from opentelemetry.util import types
 
 _PLAIN: Final = frozenset({str, int, bool, float})
-"""Attribute value types the SDK's validation returns as they are (a ``str`` unless a length limit is set)."""
+"""Attribute value types the SDK's validation returns as they are (a ``str`` unless a length limit is set), under a
+non-empty ``str`` key."""
 _DEFAULT_COUNT_LIMIT: Final = 128
 """The SDK's default count limits (attributes, events, event attributes); a lean span never nears them."""
 _INTERNAL_METRICS_ENV: Final = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
@@ -65,13 +67,14 @@ def watches_starts(processor: SpanProcessor) -> bool:
     return all(on_start is not quiet.on_start for quiet in (SpanProcessor, BatchSpanProcessor, SimpleSpanProcessor))
 
 
-def _cleaned(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``attributes`` as the SDK would keep them: plain values as they are, anything else through its validation."""
-    if not attributes:
-        return {}
-    if all(type(value) in _PLAIN for value in attributes.values()):
-        return dict(attributes)
-    return dict(BoundedAttributes(attributes=attributes, immutable=False))
+def _plain(attributes: Mapping[str, Any], room: int | None) -> bool:
+    """Whether the SDK would keep ``attributes`` as they are: plain values under non-empty keys, within ``room``."""
+    if room is not None and len(attributes) > room:
+        return False
+    for key, value in attributes.items():  # noqa: SIM110  (a loop: all() over a generator costs twice as much)
+        if type(value) not in _PLAIN or type(key) is not str or not key:
+            return False
+    return True
 
 
 class _Provider(Protocol):
@@ -88,7 +91,7 @@ class _Provider(Protocol):
 class LeanSpans:
     """Starts lean spans for one tracer of one provider (``telemetry.sdk._GatedTracer``)."""
 
-    __slots__ = ("_id_generator", "_info", "_processors", "_provider", "_scope")
+    __slots__ = ("_id_generator", "_info", "_processors", "_provider", "_scope", "max_attributes")
 
     def __init__(
         self,
@@ -102,6 +105,8 @@ class LeanSpans:
         self._id_generator: IdGenerator = provider.id_generator
         self._scope = scope
         self._info = info
+        self.max_attributes: int | None = None
+        """The span attribute count limit (None: none; else at least the SDK's default)."""
 
     @classmethod
     def for_limits(
@@ -120,7 +125,9 @@ class LeanSpans:
             return None
         if os.environ.get(_INTERNAL_METRICS_ENV, "").strip().lower() == "true":
             return None
-        return cls(provider, processors, scope, info)
+        spans = cls(provider, processors, scope, info)
+        spans.max_attributes = limits.max_span_attributes
+        return spans
 
     def start(self, name: str, context: Context | None, kind: SpanKind, attributes: types.Attributes) -> trace.Span:
         """A span as ``Tracer.start_span`` would start it: parent, ids, sampling and trace flags alike."""
@@ -142,9 +149,7 @@ class LeanSpans:
         )  # fmt: skip
         if decision is Decision.DROP:
             return NonRecordingSpan(span_context)
-        return LeanSpan(
-            self, name=name, context=span_context, parent=parent, kind=kind, attributes=_cleaned(sampled.attributes)
-        )
+        return LeanSpan(self, name=name, context=span_context, parent=parent, kind=kind, attributes=sampled.attributes)
 
     def ended(self, span: LeanSpan, end_time: int) -> None:
         """Hand an ended span to the processors, as the SDK's span does."""
@@ -181,14 +186,17 @@ class LeanSpan(trace.Span):
         context: SpanContext,
         parent: SpanContext | None,
         kind: SpanKind,
-        attributes: dict[str, Any],
+        attributes: Mapping[str, Any],
     ) -> None:
         self._spans = spans
         self.name = name
         self.context = context
         self.parent = parent
         self.kind = kind
-        self.attributes = attributes
+        room = spans.max_attributes
+        self.attributes: dict[str, Any] | BoundedAttributes = (
+            dict(attributes) if _plain(attributes, room) else BoundedAttributes(room, attributes, immutable=False)
+        )
         self.events: list[Event] = []
         self.status = _UNSET
         self.start_time = time_ns()
@@ -201,12 +209,25 @@ class LeanSpan(trace.Span):
         return self.end_time is None
 
     def set_attribute(self, key: str, value: types.AttributeValue) -> None:
-        if self.end_time is None:
-            self.attributes.update(_cleaned({key: value}))
+        if self.end_time is not None:
+            return
+        attributes = self.attributes
+        if type(attributes) is dict and type(value) in _PLAIN and type(key) is str and key:
+            room = self._spans.max_attributes
+            if room is None or len(attributes) < room or key in attributes:
+                attributes[key] = value
+                return
+        self._bounded()[key] = value
 
     def set_attributes(self, attributes: Mapping[str, types.AttributeValue]) -> None:
-        if self.end_time is None:
-            self.attributes.update(_cleaned(attributes))
+        for key, value in attributes.items():
+            self.set_attribute(key, value)
+
+    def _bounded(self) -> BoundedAttributes:
+        """The attributes in the SDK's own container from now on: it cleans, limits and counts what it drops."""
+        if isinstance(self.attributes, dict):
+            self.attributes = BoundedAttributes(self._spans.max_attributes, self.attributes, immutable=False)
+        return self.attributes
 
     def add_event(self, name: str, attributes: types.Attributes = None, timestamp: int | None = None) -> None:
         if self.end_time is None:
