@@ -296,9 +296,10 @@ class SplicedTrace:
         self.message: str | None = None
         self.result: Any = None
 
-    def upstream_meta(self, envelope: Mapping[str, Any], host_carrier: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The ``_meta`` the upstream gets: our envelope, our CLIENT span's context, the host's baggage."""
-        meta = dict(envelope)
+    def upstream_meta(self, host_carrier: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The trace keys of the upstream request's ``_meta`` (beside our envelope): our CLIENT span's context and
+        the host's baggage."""
+        meta: dict[str, Any] = {}
         inject(meta, context=trace.set_span_in_context(self.client.span))
         if host_carrier is not None and "baggage" in host_carrier:
             meta.setdefault("baggage", host_carrier["baggage"])

@@ -134,6 +134,20 @@ class UpstreamSplice:
         self._last_tail = (capabilities, tail)
         return tail
 
+    def _tail_with(self, capabilities: Any, extra: dict[str, Any]) -> bytes:
+        """``_tail_for``'s line end with ``extra``'s keys in ``_meta`` too: spliced into the kept envelope's bytes.
+
+        Only the extra keys are encoded per call. The same bytes as the merged dict's encoding, which a key of
+        our envelope in ``extra`` (never seen) would still get.
+        """
+        envelope = self.envelope_for(capabilities)
+        if not envelope:  # a handshake-era generation: the extra keys are all of ``_meta``
+            return b',"_meta":' + encode_ascii(extra).encode() + b"}}\n"
+        if envelope.keys() & extra.keys():
+            return b',"_meta":' + encode_ascii({**envelope, **extra}).encode() + b"}}\n"
+        tail = self._tail_for(capabilities)  # ,"_meta":{…}}}\n
+        return b"".join((tail[:-4], b",", encode_ascii(extra).encode()[1:-1], tail[-4:]))
+
     @property
     def ready(self) -> bool:
         return self._stdin is not None and self._envelope is not None and not self._lost
@@ -145,19 +159,20 @@ class UpstreamSplice:
         arguments: dict[str, Any] | None,
         arguments_text: memoryview | None = None,
         *,
-        meta: dict[str, Any] | None = None,
+        meta_extra: dict[str, Any] | None = None,
         capabilities: Any = None,
     ) -> bool:
         """Queue ``call``'s request without waiting; False (nothing sent) if it cannot be queued now.
 
         ``arguments_text``: the host's own bytes of ``arguments`` (a large request), copied as they are.
-        ``meta``: the request's ``_meta`` when it is more than our envelope (trace context; ``host.stdio.reader``).
-        ``capabilities``: the host's client capabilities, declared upstream instead of ours (without ``meta``).
+        ``meta_extra``: keys the request's ``_meta`` carries beside our envelope (trace context, a log level, a
+        progress token: ``host.pipeline.stages.spliced_meta``).
+        ``capabilities``: the host's client capabilities, declared upstream instead of ours.
         """
         if self._stdin is None or self._envelope is None or self._lost:
             return False
         if arguments_text is not None:  # large: its own path (_submit_large)
-            envelope = meta or self.envelope_for(capabilities)
+            envelope = {**self.envelope_for(capabilities), **(meta_extra or {})}
             pieces = wire_large.request_pieces(call.upstream_id, raw_name, arguments_text, envelope or None)
             return self._submit_large(call, pieces)
         else:  # the same message as frame() of the dict, assembled from texts (the id needs no escaping)
@@ -165,7 +180,7 @@ class UpstreamSplice:
                 b'{"jsonrpc":"2.0","id":"', call.upstream_id.encode(), b'","method":"tools/call","params":{"name":',
                 to_json(raw_name),
                 b"" if arguments is None else b',"arguments":' + to_json(arguments),
-                self._tail_for(capabilities) if meta is None else b',"_meta":' + encode_ascii(meta).encode() + b"}}\n",
+                self._tail_for(capabilities) if not meta_extra else self._tail_with(capabilities, meta_extra),
             ))  # fmt: skip
         if self.direct.try_write(line):
             call.host.batched(self.direct)

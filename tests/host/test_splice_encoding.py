@@ -19,6 +19,7 @@ import pytest
 from supervisor.calls.splice import SplicedCall
 from supervisor.upstream.splice import UpstreamSplice
 from supervisor.wire.codec import frame, to_json
+from supervisor.wire.large import encode_ascii
 
 
 def _dumps(value: Any) -> bytes:
@@ -100,3 +101,37 @@ def test_each_request_line_declares_its_own_hosts_capabilities_whichever_came_la
             assert splice.submit(call, "echo", {}, capabilities=None if capabilities is None else dict(capabilities))
             meta = json.loads(receive.receive_nowait())["params"]["_meta"]
             assert meta[caps_key] == (ours[caps_key] if capabilities is None else capabilities)
+
+
+@pytest.mark.parametrize("era", ["2026", "handshake"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "baggage": "user=al\u00efce"},
+        {"io.modelcontextprotocol/logLevel": "info", "progressToken": "mcp-supervisor/s-1"},
+        {"io.modelcontextprotocol/protocolVersion": "shadowed"},
+    ],
+    ids=["trace context", "log level and progress token", "a key of the envelope"],
+)
+@pytest.mark.parametrize("capabilities", [None, {"roots": {}}], ids=["ours", "the host's"])
+def test_keys_beside_the_envelope_make_the_line_the_merged_meta_would(
+    era: str, extra: dict[str, Any], capabilities: dict[str, Any] | None
+) -> None:
+    # ``_tail_with`` splices the extra keys into the kept envelope bytes: the line must be what encoding the merged
+    # ``_meta`` whole (as submit did before) writes, byte for byte.
+    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "x": {"name": "mcp"}}
+    splice = UpstreamSplice("srv", 60.0)
+    send, receive = anyio.create_memory_object_stream[Any](4)
+    splice.attach(send, None)
+    if era == "2026":
+        splice.set_envelope(envelope)
+    else:
+        splice.set_handshake()
+    with send, receive:
+        call = SplicedCall(1, splice.new_id(), cast(Any, None), cast(Any, None), 0.0, 60.0, cast(Any, None))
+        assert splice.submit(call, "echo", {"a": 1}, meta_extra=dict(extra), capabilities=capabilities)
+        line = receive.receive_nowait()
+    merged = {**splice.envelope_for(capabilities), **extra}
+    head = b'{"jsonrpc":"2.0","id":"' + call.upstream_id.encode() + b'","method":"tools/call","params":{"name":"echo"'
+    assert line == head + b',"arguments":{"a":1},"_meta":' + encode_ascii(merged).encode() + b"}}\n"
+    assert json.loads(line)["params"]["_meta"] == merged

@@ -121,7 +121,7 @@ def _spliced(carrier: Mapping[str, Any] | None, *, outcome: str = "ok", code: in
             "mcp__fx__echo", "echo", 7, "s-7", carrier, server="fx", generation=3,
             host_version="2025-11-25", upstream_version="2026-07-28", arguments={"text": "hi"},
         )  # fmt: skip
-        meta = trace_.upstream_meta({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}, carrier)
+        meta = trace_.upstream_meta(carrier)
         meta["recording"] = [call.span.is_recording() for call in (trace_.server, trace_.client)]
         trace_.upstream_answered(outcome, code=code, message="no such thing" if code else None, result={"ok": 1})
         trace_.finish(outcome)
@@ -140,7 +140,8 @@ def _task_run(carrier: Mapping[str, Any] | None = None) -> dict[str, Any]:
     headers: dict[str, str] = {}
     with spans.covering_call(client, "echo"):
         spans.traced_request(meta, headers, "u-1")
-        trace.get_current_span().set_attributes({"extra.list": [1, 2], "extra.float": 0.5})
+        trace.get_current_span().set_attributes({"extra.list": [1, 2], "extra.float": 0.5, "": "no key"})
+        trace.get_current_span().set_attribute("", "no key either")
     client.end("timeout")
     host.end("timeout")
     return {**meta, **headers}
@@ -152,7 +153,8 @@ def _work_spans() -> dict[str, Any]:
         raise RuntimeError("list failed")
     with work.store_span("get"):
         pass
-    with pytest.raises(ValueError), spans._tracer.start_as_current_span("raw"):
+    odd = {"a.list": [1, 2], "": "no key", "a.none": None}
+    with pytest.raises(ValueError), spans._tracer.start_as_current_span("raw", attributes=odd):
         raise ValueError("recorded as the SDK records it")
     reconnect = work.start_reconnect("fx", 4, 2, 0.5)
     assert reconnect is not None

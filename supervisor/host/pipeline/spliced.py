@@ -105,11 +105,10 @@ class SpliceHostHalf(ABC):
             call.log_level, call.arguments, call.arguments_text = level, sent, arguments_text
         elif host_meta is not None:
             capabilities = host_meta.get(CLIENT_CAPABILITIES_META_KEY)
-        meta = spliced_meta(
-            call, splice, actor, carrier=carrier, capabilities=capabilities, level=level,
-            host_version=host_version, front=front, arguments=arguments,
-        )  # fmt: skip
-        if not splice.submit(call, tool.raw_name, sent, arguments_text, meta=meta, capabilities=capabilities):
+        extra = spliced_meta(
+            call, actor, carrier=carrier, level=level, host_version=host_version, front=front, arguments=arguments
+        )
+        if not splice.submit(call, tool.raw_name, sent, arguments_text, meta_extra=extra, capabilities=capabilities):
             if call.trace is not None:
                 call.trace.discard()
             return None

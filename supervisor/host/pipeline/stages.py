@@ -12,7 +12,8 @@ call; the runners call the stages below and nothing else applies a concern.
 3. **span**: the host's SERVER span and the upstream request's CLIENT span
    (``spliced_meta`` on the splice; ``TaskTrace`` for a call a task runs);
 4. **envelope**: what the request carries in ``_meta``, our envelope with the
-   host's capabilities, trace context, a log level (``spliced_meta``; for a
+   host's capabilities, trace context, a log level (``spliced_meta`` names the
+   keys beside the envelope, whose bytes ``UpstreamSplice.submit`` keeps; for a
    call a task runs, ``Upstream._interactive``);
 5. **send and attribution**: the leg (``upstream.splice``, ``upstream.http_calls``,
    the SDK's session), and progress, logs and questions back to the call's
@@ -85,12 +86,6 @@ class TracedActor(Protocol):
 
     @property
     def settings(self) -> ServerSettings: ...
-
-
-class Enveloping(Protocol):
-    """The generation's splice a call goes on (``upstream.splice.UpstreamSplice``): our envelope for its request."""
-
-    def envelope_for(self, capabilities: Any) -> dict[str, Any]: ...
 
 
 class SettlingFront(Protocol):
@@ -243,36 +238,35 @@ def _end_failed(span: CallSpan, exc: BaseException) -> None:
 
 def spliced_meta(
     call: SplicedCall,
-    splice: Enveloping,
     actor: TracedActor,
     *,
     carrier: dict[str, Any] | None,
-    capabilities: Any,
     level: LoggingLevel | None,
     host_version: str | None,
     front: FrontKind,
     arguments: Any,
 ) -> dict[str, Any] | None:
-    """The ``_meta`` a spliced call's request carries when it is more than our envelope (None: just that).
+    """The keys a spliced call's request carries in ``_meta`` beside our envelope (None: none).
 
     Telemetry on: the call's spans start (``trace_spliced``) and our CLIENT
     span's context goes upstream, with the host's baggage. Off: the host's trace
     context goes as it came. A handshake-era host's call to a 2026-era upstream
     names the host's log ``level``. A host's progress token becomes ours, the
-    call's request id (``UpstreamSplice.deliver_progress`` puts the host's back). ``capabilities``: the host's, declared
-    upstream instead of ours (issue 30).
+    call's request id (``UpstreamSplice.deliver_progress`` puts the host's back).
+    The envelope itself, with the host's capabilities declared (issue 30), is the
+    upstream leg's (``UpstreamSplice.submit``).
     """
-    meta: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
     if TELEMETRY.on:
         trace = trace_spliced(call, actor, carrier, host_version=host_version, front=front, arguments=arguments)
-        meta = trace.upstream_meta(splice.envelope_for(capabilities), carrier)
-    elif carrier is not None:  # a handshake-era upstream's envelope is empty: the context alone
-        meta = {**splice.envelope_for(capabilities), **carrier}
+        extra = trace.upstream_meta(carrier)
+    elif carrier is not None:
+        extra = dict(carrier)
     if level is not None:
-        meta = {**(meta or splice.envelope_for(capabilities)), LOG_LEVEL_META_KEY: level}
+        extra = {**(extra or {}), LOG_LEVEL_META_KEY: level}
     if call.progress_token is not None:  # ours upstream, the call's id: its notices are attributed exactly
-        meta = {**(meta or splice.envelope_for(capabilities)), "progressToken": call.upstream_id}
-    return meta
+        extra = {**(extra or {}), "progressToken": call.upstream_id}
+    return extra
 
 
 # -- 6b. output schema -------------------------------------------------------------------
