@@ -196,13 +196,18 @@ class CallNotices:
     async def _run(self, receive: trio.MemoryReceiveChannel[Notice]) -> None:
         async with receive:
             async for notice in receive:
-                try:
-                    if isinstance(notice, types.ProgressNotificationParams):
-                        await self._call.report_progress(notice.progress, notice.total, notice.message)
-                    else:
-                        await self._call.send_log(notice)
-                except Exception as exc:  # a host that left: its notices have nowhere to go
-                    logger.debug("server=%s: notice for the host dropped: %r", self._call.server, exc)
+                await deliver(self._call, notice)
+
+
+async def deliver(call: HostCall, notice: Notice) -> None:
+    """Forward one notice of ``call`` to its host (a host that left drops it: it has nowhere to go)."""
+    try:
+        if isinstance(notice, types.ProgressNotificationParams):
+            await call.report_progress(notice.progress, notice.total, notice.message)
+        else:
+            await call.send_log(notice)
+    except Exception as exc:
+        logger.debug("server=%s: notice for the host dropped: %r", call.server, exc)
 
 
 class Adoptable(Protocol):

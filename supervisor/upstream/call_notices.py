@@ -1,29 +1,39 @@
 """Which host call an upstream's progress or log notice belongs to: ``NoticeRoutes`` of one generation.
 
-A host call that can get notices has a ``CallNotices`` (``upstream.session``
-opens it); progress carrying one of our tokens, and a log message that belongs
-to one host call, go into it, in wire order. They arrive through the transport
-tap (``upstream.tap``, in the transport's reader, before the SDK spawns its
-handlers) or on the event stream of the fast path's own POST
-(``upstream.http_calls``, in the calling task). Everything else is left to the
-SDK's callbacks (a handshake-era server's log messages are connection-wide:
-the Relay broadcasts them).
+Two ways in, both in wire order:
 
-Concurrency: synchronous, never blocks (``CallNotices.put`` drops when full).
+* through the transport tap (``upstream.tap``, in the transport's reader,
+  before the SDK spawns its handlers): ``tap`` and ``route``. A host call that
+  can get notices this way has a ``CallNotices`` (``upstream.session`` opens
+  it); progress carrying one of our tokens, and a log message that belongs to
+  one host call, go into it, and its pump forwards them;
+* on the event stream of the call's own POST (``upstream.http_calls``, read in
+  the call's own task): ``forward`` sends each to the host right there, so
+  such a call needs no pump, no channel and no nursery.
+
+Everything else is left to the SDK's callbacks (a handshake-era server's log
+messages are connection-wide: the Relay broadcasts them).
+
+Concurrency: ``tap`` and ``route`` are synchronous and never block
+(``CallNotices.put`` drops when full); ``forward`` awaits the host's write in
+the calling task; ``pumped`` owns the nursery of a call's pump, for the call.
 """
 
 from __future__ import annotations
 
 import contextvars
 import itertools
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar, cast
 
 import mcp_types as types
+import trio
 from pydantic import ValidationError
 
-from supervisor.calls.attribution import CallNotices, HostCall, HostSide, current_call, named_for
+from supervisor.calls.attribution import CallNotices, HostCall, HostSide, Notice, current_call, deliver, named_for
 
 PROGRESS_TOKEN_PREFIX: Final = "mcp-supervisor/progress/"
+T = TypeVar("T")
 
 
 class NoticeRoutes:
@@ -36,14 +46,47 @@ class NoticeRoutes:
         self._tokens = itertools.count(1)
         self._progress: dict[str, CallNotices] = {}
 
+    def new_token(self) -> str:
+        """A progress token of ours, unique in this generation."""
+        return f"{PROGRESS_TOKEN_PREFIX}{next(self._tokens)}"
+
     def open_progress(self, notices: CallNotices) -> str:
         """A progress token of ours whose notices go to ``notices`` until ``close_progress``."""
-        token = f"{PROGRESS_TOKEN_PREFIX}{next(self._tokens)}"
+        token = self.new_token()
         self._progress[token] = notices
         return token
 
     def close_progress(self, token: str) -> None:
         del self._progress[token]
+
+    async def pumped(self, call: HostCall, meta: dict[str, Any], send: Callable[[], Awaitable[T]]) -> T:
+        """``send()`` for ``call`` while the tap feeds its ``CallNotices``, whose pump runs in a nursery here.
+
+        A progress token of ours goes in ``meta`` first, so the transport tap (not a
+        spawned SDK callback) sees each notice in wire order. The pump forwards what
+        is queued before this returns: the host gets the notices before the result.
+        """
+        token: str | None = None
+        failure: Exception | None = None
+        result: T | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                notices = call.notices = CallNotices(call, nursery)
+                if call.wants_progress:
+                    token = meta["progressToken"] = self.open_progress(notices)
+                try:
+                    result = await send()
+                except Exception as exc:  # raised below, outside the nursery, so it is not wrapped in a group
+                    failure = exc
+                finally:
+                    notices.close()
+        finally:
+            if token is not None:
+                self.close_progress(token)
+            call.notices = None
+        if failure is not None:
+            raise failure
+        return cast(T, result)
 
     def tap(self, message: types.JSONRPCNotification, context: contextvars.Context | None) -> None:
         """A notification the transport read; ``context`` is the one its response stream was read in, if known."""
@@ -68,14 +111,36 @@ class NoticeRoutes:
         """A log message, into the ``CallNotices`` of ``call`` (the one whose stream carried it) if it wants it."""
         if self._host is None:
             return
-        name = self.server
-        if call is None or call.server != name:
-            call = self._host.attribute(name)
-        if call is None or call.notices is None or not (self.modern or call.modern_host):
-            return  # a handshake-era server's messages are connection-wide: the Relay broadcasts them
+        if call is None or call.server != self.server:
+            call = self._host.attribute(self.server)
+        if call is None or call.notices is None:
+            return
+        log = self._log_for(params, call)
+        if log is not None:
+            call.notices.put(log)
+
+    def _log_for(self, params: dict[str, Any], call: HostCall) -> types.LoggingMessageNotificationParams | None:
+        """The log message ``call``'s host gets for ``params``, named for this server; None: it wants none."""
+        if not (self.modern or call.modern_host):
+            return None  # a handshake-era server's messages are connection-wide: the Relay broadcasts them
         try:
             log = types.LoggingMessageNotificationParams.model_validate(params)
         except ValidationError:
+            return None
+        return named_for(self.server, log) if call.wants_log(log.level) else None
+
+    async def forward(self, method: str, params: dict[str, Any], call: HostCall | None) -> None:
+        """A notification on ``call``'s own POST's stream, sent to its host now (None: routed as ``route`` does)."""
+        if call is None:
+            self.route(method, params, None)
             return
-        if call.wants_log(log.level):
-            call.notices.put(named_for(name, log))
+        notice: Notice | None = None
+        if method == "notifications/message":
+            notice = self._log_for(params, call)
+        elif method == "notifications/progress" and call.wants_progress:
+            try:
+                notice = types.ProgressNotificationParams.model_validate(params)
+            except ValidationError:
+                return
+        if notice is not None:
+            await deliver(call, notice)

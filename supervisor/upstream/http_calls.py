@@ -42,7 +42,7 @@ import itertools
 import json
 import logging
 import ssl
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Final, Protocol, cast
 
@@ -65,8 +65,8 @@ ID_PREFIX: Final = "mcp-supervisor/http/"
 """Our ids for these requests (each POST is its own exchange: they only need to tell answers apart in logs)."""
 BASE_HEADERS: Final = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
-Notice = Callable[[str, dict[str, Any]], None]
-"""Takes one notification of the request's event stream (method, params); must not block."""
+Notice = Callable[[str, dict[str, Any]], Awaitable[None]]
+"""Takes one notification of the request's event stream (method, params), awaited in the calling task."""
 
 
 class HttpCalls:
@@ -284,7 +284,7 @@ async def _result_of_events(events: Events, request_id: str, notice: Notice | No
             if "id" in message:
                 logger.debug("a 2026 request's stream carried a request (%s): ignored", method)
             elif notice is not None and isinstance(params, dict):
-                notice(method, params)
+                await notice(method, params)
             continue
         answer = _answer_in(message, request_id)
         if answer is not None:

@@ -15,8 +15,8 @@ What crosses, per direction (DESIGN I13):
   ``read_resource``, ``complete``) carry the host's progress wish (a progress
   token of ours), its trace context (I18) and, to a 2026-era server, its log
   level in ``_meta``. The call's progress and request-scoped log notices reach
-  it through the transport tap (``upstream.tap``) in wire order, into its
-  ``CallNotices``, which it forwards to its host before returning the result.
+  its host in wire order, before its result: on our own POST's stream as they
+  come, else through the transport tap (``upstream.tap``) into its ``CallNotices``.
   A 2026-era server's ``InputRequiredResult`` is passed through to a 2026-era host unchanged (it runs the
   round and retries with the same ``requestState``), and driven for a handshake-era host with its own
   connection answering each embedded request (``HostSide.ask_host``).
@@ -29,8 +29,9 @@ What crosses, per direction (DESIGN I13):
   ``on_list_changed(kind)`` must not block. Log messages, resource updates and
   URL-elicitation completions go to the ``HostSide``.
 
-Nursery: each host call owns a short-lived nursery for its ``CallNotices`` pump; nothing else here
-owns a task. Waits are unbounded on purpose: the ServerActor bounds requests with ``tool_timeout_sec``.
+Nursery: a host call not on our own POST has a short-lived nursery for its ``CallNotices`` pump
+(``NoticeRoutes.pumped``); nothing else here owns a task. Waits are unbounded on purpose: the
+ServerActor bounds requests with ``tool_timeout_sec``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from supervisor._version import __version__
-from supervisor.calls.attribution import CallNotices, HostCall, HostSide, no_host_error
+from supervisor.calls.attribution import HostCall, HostSide, no_host_error
 from supervisor.calls.results import strip_server_stamp, wire_result_shaped
 from supervisor.catalog.registry import Definition, Kind
 from supervisor.catalog.semantic import about_line
@@ -189,7 +190,7 @@ class Upstream:
         what = f"tools/call {raw_name}"
         http = self.http_calls
         rounds_here = self.modern and (call is None or not call.modern_host)
-        notice = partial(self.notice_routes.route, call=call)
+        notice = partial(self.notice_routes.forward, call=call)
 
         async def send(responses: Any, state: Any, meta: Any, progress: Any) -> Any:
             params: dict[str, Any] = {"name": raw_name}
@@ -227,7 +228,8 @@ class Upstream:
         is an ``UpstreamProtocolError``.
         """
         what = f"tools/call {raw_name}"
-        result: dict[str, Any] = await self._interactive(what, call, self._tool_sender(raw_name, arguments, call))
+        send = self._tool_sender(raw_name, arguments, call)
+        result: dict[str, Any] = await self._interactive(what, call, send, own_post=self.http_calls is not None)
         if not wire_result_shaped(result):
             name = self._settings.name
             raise UpstreamProtocolError(name, f"server {name!r}: {what} returned an invalid result")
@@ -321,7 +323,13 @@ class Upstream:
         what: str,
         call: HostCall | None,
         send: Callable[[types.InputResponses | None, str | None, Any, Any], Awaitable[Any]],
+        *,
+        own_post: bool = False,
     ) -> Any:
+        """Send for ``call`` with its trace context, log level and progress token; its notices go to its host.
+
+        ``own_post``: ``send`` reads its notices in this task (``NoticeRoutes.forward``): no pump.
+        """
         if call is None:
             return await self._send_and_drive(what, None, None, send)
         # The host's trace context goes upstream as it came; with telemetry on, the SDK's injection of the
@@ -330,31 +338,14 @@ class Upstream:
         level = call.log_level
         if self.modern and level is not None:
             meta[LOG_LEVEL_META_KEY] = level
+        if own_post:
+            if call.wants_progress:
+                meta["progressToken"] = self.notice_routes.new_token()
+            return await self._send_and_drive(what, call, meta or None, send)
         if not call.wants_progress and (level is None or not (self.modern or call.modern_host)):
             # Nothing can reach this call's CallNotices (see ``tap``): no pump task, no nursery.
             return await self._send_and_drive(what, call, meta or None, send)
-        token: str | None = None
-        failure: Exception | None = None
-        result: Any = None
-        try:
-            async with trio.open_nursery() as nursery:
-                notices = call.notices = CallNotices(call, nursery)
-                if call.wants_progress:
-                    # Our own token, so the transport tap (not a spawned SDK callback) sees each notice in wire order.
-                    token = meta["progressToken"] = self.notice_routes.open_progress(notices)
-                try:
-                    result = await self._send_and_drive(what, call, meta or None, send)
-                except Exception as exc:  # raised below, outside the nursery, so it is not wrapped in a group
-                    failure = exc
-                finally:
-                    notices.close()  # the pump forwards what is queued, then ends: notices precede the result
-        finally:
-            if token is not None:
-                self.notice_routes.close_progress(token)
-            call.notices = None
-        if failure is not None:
-            raise failure
-        return result
+        return await self.notice_routes.pumped(call, meta, lambda: self._send_and_drive(what, call, meta or None, send))
 
     async def _send_and_drive(
         self,

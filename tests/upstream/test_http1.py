@@ -107,8 +107,13 @@ async def _calls(server: _Server) -> AsyncIterator[HttpCalls]:
 
 async def _call(calls: HttpCalls, notices: list[Any] | None = None) -> dict[str, Any]:
     headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
-    notice = None if notices is None else (lambda method, params: notices.append((method, params)))
-    return await calls.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, headers, notice)
+
+    async def notice(method: str, params: dict[str, Any]) -> None:
+        assert notices is not None
+        notices.append((method, params))
+
+    arguments = {"name": "echo", "arguments": {"text": "hi"}}
+    return await calls.request("tools/call", arguments, headers, None if notices is None else notice)
 
 
 def _answer(body: dict[str, Any], result: Any = None) -> bytes:

@@ -44,8 +44,12 @@ async def _request(handler: Handler, notices: list[tuple[str, dict[str, Any]]] |
     async with client:
         params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": "p"}}
         headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
-        notice = None if notices is None else (lambda method, p: notices.append((method, p)))
-        return await calls.request("tools/call", params, headers, notice)
+
+        async def notice(method: str, notice_params: dict[str, Any]) -> None:
+            assert notices is not None
+            notices.append((method, notice_params))
+
+        return await calls.request("tools/call", params, headers, None if notices is None else notice)
 
 
 def _answer(request: httpx2.Request, **members: Any) -> bytes:
@@ -192,10 +196,13 @@ async def test_a_cancelled_call_closes_its_response_stream_the_2026_wires_cancel
     async def handler(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
 
+    async def cancel_at_first_notice(method: str, params: dict[str, Any]) -> None:
+        scope.cancel()
+
     with trio.CancelScope() as scope:
         calls, client = _calls(handler)
         async with client:
-            await calls.request("tools/call", {"name": "slow"}, {}, lambda method, params: scope.cancel())
+            await calls.request("tools/call", {"name": "slow"}, {}, cancel_at_first_notice)
     assert scope.cancelled_caught
     assert stream.closed
 
