@@ -1,11 +1,11 @@
-"""Lean call spans: a tools/call's SERVER and CLIENT spans without the SDK span's per-span machinery.
+"""Lean spans: the sidecar's own spans, a tools/call's two above all, without the SDK span's per-span machinery.
 
 Why: the OpenTelemetry SDK's ``Tracer.start_span`` cost about 15 us a span on
 the bench box. Most of that is work these spans do not need: a lock, attribute
 validation into a locked ``BoundedAttributes``, bounded lists for events and
 links. A call has two spans, and their start was more than half of what
 telemetry on cost a call (issue 47, ``bench/RESULTS.md``). A lean span keeps
-what the SDK's span does for the sidecar's call spans and nothing else:
+what the SDK's span does for the sidecar's spans and nothing else:
 
 * its ids come from the provider's id generator and its fate from the
   provider's sampler. A span the sampler does not record is the API's
@@ -17,13 +17,14 @@ what the SDK's span does for the sidecar's call spans and nothing else:
   provider given one that does makes no lean spans (``watches_starts``);
 * attributes live in a plain dict. The call spans set only strings and
   integers the sidecar made, which the SDK's validation passes unchanged; any
-  other value (or a key it would drop) moves them into the SDK's own
-  ``BoundedAttributes``, which cleans and counts as the SDK's span does.
+  other value, a key it would drop, or one past the count limit moves them into
+  the SDK's own ``BoundedAttributes``, which cleans, limits and counts as the
+  SDK's span does. Events (an exception, rarely) go into the SDK's own bounded
+  containers from the first.
 
 What it leaves out is guarded, not assumed: ``LeanSpans.for_limits`` returns
-None, and the SDK's tracer makes every span, when a span limit is tighter than
-the SDK's defaults (a value length limit, or a count limit under 128: those are
-what could change a call span) or the SDK's own internal metrics are on.
+None, and the SDK's tracer makes every span, when a value length limit is set
+(the SDK would cut long strings) or the SDK's own internal metrics are on.
 ``tests/ops/test_telemetry_lean.py`` feeds the same calls to both kinds and
 fails on any difference in what an exporter receives.
 
@@ -48,6 +49,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcess
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Decision, Sampler
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
@@ -55,8 +57,6 @@ from opentelemetry.util import types
 _PLAIN: Final = frozenset({str, int, bool, float})
 """Attribute value types the SDK's validation returns as they are (a ``str`` unless a length limit is set), under a
 non-empty ``str`` key."""
-_DEFAULT_COUNT_LIMIT: Final = 128
-"""The SDK's default count limits (attributes, events, event attributes); a lean span never nears them."""
 _INTERNAL_METRICS_ENV: Final = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 _UNSET: Final = Status(StatusCode.UNSET)
 
@@ -78,7 +78,8 @@ def _plain(attributes: Mapping[str, Any], room: int | None) -> bool:
 
 
 class _Provider(Protocol):
-    """What lean spans read of their provider (``TracerProvider``'s public surface), each time, as its tracers do."""
+    """What lean spans read of their provider (``TracerProvider``'s public surface): its id generator and sampler
+    when the tracer is made, as the SDK's tracers take them; its resource at each end (a fork renews it)."""
 
     @property
     def id_generator(self) -> IdGenerator: ...
@@ -91,22 +92,23 @@ class _Provider(Protocol):
 class LeanSpans:
     """Starts lean spans for one tracer of one provider (``telemetry.sdk._GatedTracer``)."""
 
-    __slots__ = ("_id_generator", "_info", "_processors", "_provider", "_scope", "max_attributes")
+    __slots__ = ("_id_generator", "_info", "_processors", "_provider", "_sampler", "_scope", "limits")
 
     def __init__(
         self,
+        limits: SpanLimits,
         provider: _Provider,
         processors: SynchronousMultiSpanProcessor,
         scope: InstrumentationScope,
         info: InstrumentationInfo,
     ) -> None:
+        self.limits = limits
         self._provider = provider
         self._processors = processors
         self._id_generator: IdGenerator = provider.id_generator
+        self._sampler: Sampler = provider.sampler
         self._scope = scope
         self._info = info
-        self.max_attributes: int | None = None
-        """The span attribute count limit (None: none; else at least the SDK's default)."""
 
     @classmethod
     def for_limits(
@@ -117,17 +119,12 @@ class LeanSpans:
         scope: InstrumentationScope,
         info: InstrumentationInfo,
     ) -> LeanSpans | None:
-        """Lean spans for these limits, or None when one could change a call span (the SDK makes them then)."""
-        counts = (limits.max_span_attributes, limits.max_events, limits.max_event_attributes)
-        if any(count is not None and count < _DEFAULT_COUNT_LIMIT for count in counts):
-            return None
+        """Lean spans under these limits, or None where they would differ from the SDK's (it makes them then)."""
         if limits.max_attribute_length is not None or limits.max_span_attribute_length is not None:
             return None
         if os.environ.get(_INTERNAL_METRICS_ENV, "").strip().lower() == "true":
             return None
-        spans = cls(provider, processors, scope, info)
-        spans.max_attributes = limits.max_span_attributes
-        return spans
+        return cls(limits, provider, processors, scope, info)
 
     def start(self, name: str, context: Context | None, kind: SpanKind, attributes: types.Attributes) -> trace.Span:
         """A span as ``Tracer.start_span`` would start it: parent, ids, sampling and trace flags alike."""
@@ -136,8 +133,7 @@ class LeanSpans:
             parent = None
         ids = self._id_generator
         trace_id = ids.generate_trace_id() if parent is None else parent.trace_id
-        sampler: Sampler = self._provider.sampler
-        sampled = sampler.should_sample(context, trace_id, name, kind, attributes, ())
+        sampled = self._sampler.should_sample(context, trace_id, name, kind, attributes, ())
         decision = sampled.decision
         flags = TraceFlags.SAMPLED if decision is Decision.RECORD_AND_SAMPLE else TraceFlags.DEFAULT
         random_id = ids.is_trace_id_random() if parent is None else parent.trace_flags.random_trace_id
@@ -160,7 +156,7 @@ class LeanSpans:
                 parent=span.parent,
                 resource=self._provider.resource,
                 attributes=span.attributes,
-                events=tuple(span.events),
+                events=() if span.events is None else span.events,
                 kind=span.kind,
                 status=span.status,
                 start_time=span.start_time,
@@ -193,11 +189,11 @@ class LeanSpan(trace.Span):
         self.context = context
         self.parent = parent
         self.kind = kind
-        room = spans.max_attributes
+        room = spans.limits.max_span_attributes
         self.attributes: dict[str, Any] | BoundedAttributes = (
             dict(attributes) if _plain(attributes, room) else BoundedAttributes(room, attributes, immutable=False)
         )
-        self.events: list[Event] = []
+        self.events: BoundedList[Event] | None = None  # made at the first event: most spans have none
         self.status = _UNSET
         self.start_time = time_ns()
         self.end_time: int | None = None
@@ -213,7 +209,7 @@ class LeanSpan(trace.Span):
             return
         attributes = self.attributes
         if type(attributes) is dict and type(value) in _PLAIN and type(key) is str and key:
-            room = self._spans.max_attributes
+            room = self._spans.limits.max_span_attributes
             if room is None or len(attributes) < room or key in attributes:
                 attributes[key] = value
                 return
@@ -226,13 +222,19 @@ class LeanSpan(trace.Span):
     def _bounded(self) -> BoundedAttributes:
         """The attributes in the SDK's own container from now on: it cleans, limits and counts what it drops."""
         if isinstance(self.attributes, dict):
-            self.attributes = BoundedAttributes(self._spans.max_attributes, self.attributes, immutable=False)
+            self.attributes = BoundedAttributes(
+                self._spans.limits.max_span_attributes, self.attributes, immutable=False
+            )
         return self.attributes
 
     def add_event(self, name: str, attributes: types.Attributes = None, timestamp: int | None = None) -> None:
-        if self.end_time is None:
-            kept = BoundedAttributes(attributes=attributes, immutable=True)
-            self.events.append(Event(name=name, attributes=kept, timestamp=timestamp))
+        if self.end_time is not None:
+            return
+        limits = self._spans.limits
+        if self.events is None:
+            self.events = BoundedList(limits.max_events)
+        kept = BoundedAttributes(limits.max_event_attributes, attributes, immutable=True)
+        self.events.append(Event(name=name, attributes=kept, timestamp=timestamp))
 
     def update_name(self, name: str) -> None:
         if self.end_time is None:

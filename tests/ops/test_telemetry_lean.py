@@ -221,10 +221,33 @@ def test_the_sidecars_tracer_starts_lean_spans_only_where_nothing_they_leave_out
     monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "8")
     assert not isinstance(started(lean=True), LeanSpan)
     monkeypatch.delenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
-    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "4")
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "8")
     assert not isinstance(started(lean=True), LeanSpan)
-    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "1000")
-    assert isinstance(started(lean=True), LeanSpan)
+    monkeypatch.delenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+    monkeypatch.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "true")
+    assert not isinstance(started(lean=True), LeanSpan)
+    monkeypatch.delenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "4")
+    assert isinstance(started(lean=True), LeanSpan), "a count limit is kept as the SDK keeps it (below)"
+
+
+def _many_events() -> dict[str, Any]:
+    span = spans._tracer.start_span("events", context=otel_context.Context())
+    for n in range(3):
+        span.add_event(f"e{n}", {"a": 1, "b": 2, "c": 3})
+    span.set_attributes({f"k{n}": n for n in range(6)})
+    span.end()
+    return {}
+
+
+@pytest.mark.parametrize("case", [_spliced(TRACED), _work_spans, _many_events], ids=["spliced", "work", "events"])
+def test_lean_spans_keep_the_sdks_count_limits(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "4")
+    monkeypatch.setenv("OTEL_SPAN_EVENT_COUNT_LIMIT", "2")
+    monkeypatch.setenv("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "2")
+    (lean_bytes, lean_sent), (sdk_bytes, sdk_sent) = _both(case)
+    assert lean_bytes == sdk_bytes
+    assert lean_sent == sdk_sent
 
 
 def test_a_lean_span_ignores_changes_once_ended_and_ends_once() -> None:
