@@ -129,15 +129,18 @@ class NoticeRoutes:
             return None
         return named_for(self.server, log) if call.wants_log(log.level) else None
 
-    async def forward(self, method: str, params: dict[str, Any], call: HostCall | None) -> None:
-        """A notification on ``call``'s own POST's stream, sent to its host now (None: routed as ``route`` does)."""
+    async def forward(self, method: str, params: dict[str, Any], call: HostCall | None, token: Any = None) -> None:
+        """A notification on ``call``'s own POST's stream, sent to its host now (None: routed as ``route`` does).
+
+        ``token``: the progress token the request carried (None: none); progress naming another is not this call's.
+        """
         if call is None:
             self.route(method, params, None)
             return
         notice: Notice | None = None
         if method == "notifications/message":
             notice = self._log_for(params, call)
-        elif method == "notifications/progress" and call.wants_progress:
+        elif method == "notifications/progress" and token is not None and params.get("progressToken") == token:
             try:
                 notice = types.ProgressNotificationParams.model_validate(params)
             except ValidationError:

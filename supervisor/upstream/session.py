@@ -190,7 +190,6 @@ class Upstream:
         what = f"tools/call {raw_name}"
         http = self.http_calls
         rounds_here = self.modern and (call is None or not call.modern_host)
-        notice = partial(self.notice_routes.forward, call=call)
 
         async def send(responses: Any, state: Any, meta: Any, progress: Any) -> Any:
             params: dict[str, Any] = {"name": raw_name}
@@ -209,6 +208,8 @@ class Upstream:
                 result = await send_raw_request(session, "tools/call", params)
             else:
                 headers = stamp_request(session, "tools/call", params)
+                token = meta.get("progressToken") if meta else None
+                notice = partial(self.notice_routes.forward, call=call, token=token)
                 result = await http.request("tools/call", params, headers, notice)
             return self._input_round(what, result) if rounds_here else result
 

@@ -1,5 +1,7 @@
 """Notices on a call's own POST: forwarded to its host in the call's own task, in order (``NoticeRoutes.forward``).
 
+Progress counts as the call's only under the token its request carried, as the SDK's client routes it.
+
 The host side is a recording stand-in for the host's session behind a real
 ``HostCall``; the routes are a 2026-era generation's, as our own POST only
 serves those.
@@ -7,6 +9,7 @@ serves those.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -59,12 +62,14 @@ async def test_a_calls_own_post_notices_reach_its_host_in_wire_order_with_no_pum
     call = _call(session)
     routes = NoticeRoutes("web", None, modern=True)
     with trio.fail_after(5):
-        await routes.forward("notifications/progress", {"progressToken": "ours/1", "progress": 1, "total": 3}, call)
-        await routes.forward("notifications/message", _log("debug", "below the host's level"), call)
-        await routes.forward("notifications/message", _log("warning", "slow disk"), call)
-        await routes.forward("notifications/progress", {"progressToken": "ours/1", "progress": "lots"}, call)
-        await routes.forward("notifications/progress", {"progressToken": "ours/1", "progress": 2, "message": "m"}, call)
-        await routes.forward("notifications/resources/updated", {"uri": "file:///a"}, call)
+        forward = partial(routes.forward, call=call, token="ours/1")
+        await forward("notifications/progress", {"progressToken": "ours/1", "progress": 1, "total": 3})
+        await forward("notifications/message", _log("debug", "below the host's level"))
+        await forward("notifications/message", _log("warning", "slow disk"))
+        await forward("notifications/progress", {"progressToken": "ours/1", "progress": "lots"})
+        await forward("notifications/progress", {"progressToken": "someone else's", "progress": 5})
+        await forward("notifications/progress", {"progressToken": "ours/1", "progress": 2, "message": "m"})
+        await forward("notifications/resources/updated", {"uri": "file:///a"})
     assert session.got == [
         ("progress", (1, 3, None)),
         ("log", ("web.db", "slow disk", 9)),
@@ -78,8 +83,8 @@ async def test_a_host_that_asked_for_no_progress_or_logs_gets_none() -> None:
     call = _call(session, progress=False, level=None)
     routes = NoticeRoutes("web", None, modern=True)
     with trio.fail_after(5):
-        await routes.forward("notifications/progress", {"progressToken": "ours/1", "progress": 1}, call)
-        await routes.forward("notifications/message", _log("emergency", "x"), call)
+        await routes.forward("notifications/progress", {"progressToken": "ours/1", "progress": 1}, call, None)
+        await routes.forward("notifications/message", _log("emergency", "x"), call, None)
     assert session.got == []
 
 
@@ -87,8 +92,8 @@ async def test_a_notice_for_a_host_that_left_is_dropped_and_the_call_goes_on() -
     call = _call(_HostSession(gone=True))
     routes = NoticeRoutes("web", None, modern=True)
     with trio.fail_after(5):
-        await routes.forward("notifications/progress", {"progressToken": "ours/1", "progress": 1}, call)
-        await routes.forward("notifications/message", _log("error", "x"), call)
+        await routes.forward("notifications/progress", {"progressToken": "ours/1", "progress": 1}, call, "ours/1")
+        await routes.forward("notifications/message", _log("error", "x"), call, "ours/1")
 
 
 def test_our_progress_tokens_are_unique_in_a_generation() -> None:
