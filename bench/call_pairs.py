@@ -127,11 +127,19 @@ PAIRS_ENV: Final = "BENCH_P2_PAIRS"
 TELEMETRY_ENV: Final = "BENCH_P2_TELEMETRY"
 """``1``: the sidecar of every pair runs with ``[supervisor.telemetry] enabled = true`` (issue 47: its cost per pair).
 
+
 The exporters are what the environment names (``OTEL_TRACES_EXPORTER``, ``OTEL_METRICS_EXPORTER``, which
 the sidecar inherits): ``none`` measures making the spans and metrics; ``otlp`` with a collector, exporting too."""
 Upstreams = dict[str, int]
 """Per variant, the pid of its upstream when that is not a child of its middle process (an HTTP upstream's)."""
 PATH_PARTS: Final = ("host", "middle", "upstream")
+
+
+def telemetry_as_asked(supervisor: dict[str, Any]) -> dict[str, Any]:
+    """A sidecar's ``[supervisor]`` table with telemetry on when ``BENCH_P2_TELEMETRY=1`` asks for it."""
+    if os.environ.get(TELEMETRY_ENV) == "1":
+        return {**supervisor, "telemetry": {"enabled": True}}
+    return supervisor
 
 
 async def open_pair(
@@ -170,9 +178,7 @@ async def open_pair(
             pids["direct"] = hosts["direct"].pid
         server = fixture_server(*args, "--log", str(workdir / "sidecar.jsonl"), env={BENCH_MARK_ENV: bench_mark()})
     # An HTTP front announces its URL at level info (``open_http_sidecar`` reads that line).
-    front: dict[str, Any] = http_supervisor_table() if pair.front == "http" else {"log_level": "warning"}
-    if os.environ.get(TELEMETRY_ENV) == "1":
-        front["telemetry"] = {"enabled": True}
+    front = telemetry_as_asked(http_supervisor_table() if pair.front == "http" else {"log_level": "warning"})
     config = write_settings(workdir / "sidecar.toml", {"fx": server}, supervisor=front)
     if pair.front == "http":
         sidecar = await stack.enter_async_context(open_http_sidecar(config, token=FRONT_TOKEN))

@@ -67,7 +67,7 @@ from bench.call_measure import (
     _measure_large,
     _warm_up,
 )
-from bench.call_pairs import PATH_PARTS, cpu_bound_ratio, run_pairs, table
+from bench.call_pairs import PATH_PARTS, cpu_bound_ratio, run_pairs, table, telemetry_as_asked
 from bench.harness import (
     BENCH_MARK_ENV,
     REPO_ROOT,
@@ -213,7 +213,8 @@ def _argv(variant: str, workdir: Path, log: Path) -> list[str]:
         return [sys.executable, "-m", "bench.relay_floor", *RELAY_MODES[variant], "--", *fixture_argv(*fixture_args)]
     if variant == "sidecar" or variant.startswith(CHECKOUT_MARK):
         server = fixture_server(*fixture_args, env={BENCH_MARK_ENV: bench_mark()})
-        config = write_settings(workdir / f"{log.stem}.toml", {"fx": server}, supervisor={"log_level": "warning"})
+        supervisor = telemetry_as_asked({"log_level": "warning"})
+        config = write_settings(workdir / f"{log.stem}.toml", {"fx": server}, supervisor=supervisor)
         if variant == "sidecar":
             return sidecar_argv(config)
         return sidecar_argv_from(Path(variant.removeprefix(CHECKOUT_MARK)))(config)
