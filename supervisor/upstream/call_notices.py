@@ -105,7 +105,10 @@ class NoticeRoutes:
         token = params.get("progressToken")
         notices = self._progress.get(token) if isinstance(token, str) else None
         if notices is not None:
-            notices.put(types.ProgressNotificationParams.model_validate(params))
+            try:
+                notices.put(types.ProgressNotificationParams.model_validate(params))
+            except ValidationError:
+                return  # a server's garbage is not its host's to see (and not worth the tap's traceback)
 
     def route_log(self, params: dict[str, Any], call: HostCall | None) -> None:
         """A log message, into the ``CallNotices`` of ``call`` (the one whose stream carried it) if it wants it."""

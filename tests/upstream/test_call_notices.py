@@ -100,3 +100,21 @@ def test_our_progress_tokens_are_unique_in_a_generation() -> None:
     routes = NoticeRoutes("web", None, modern=True)
     assert len({routes.new_token() for _ in range(100)}) == 100
     assert types.ProgressNotificationParams.model_validate({"progressToken": routes.new_token(), "progress": 0})
+
+
+async def test_garbage_progress_through_the_tap_is_dropped_and_the_next_notice_still_goes() -> None:
+    session = _HostSession()
+    call = _call(session)
+    routes = NoticeRoutes("web", None, modern=True)
+
+    async def send() -> str:
+        token = meta["progressToken"]
+        routes.route("notifications/progress", {"progressToken": token, "progress": "lots"}, None)
+        routes.route("notifications/progress", {"progressToken": token, "progress": 1}, None)
+        return "result"
+
+    meta: dict[str, Any] = {}
+    with trio.fail_after(5):
+        assert await routes.pumped(call, meta, send) == "result"
+    assert session.got == [("progress", (1, None, None))]
+    assert call.notices is None
