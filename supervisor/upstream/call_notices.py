@@ -104,11 +104,8 @@ class NoticeRoutes:
     def route_progress(self, params: dict[str, Any]) -> None:
         token = params.get("progressToken")
         notices = self._progress.get(token) if isinstance(token, str) else None
-        if notices is not None:
-            try:
-                notices.put(types.ProgressNotificationParams.model_validate(params))
-            except ValidationError:
-                return  # a server's garbage is not its host's to see (and not worth the tap's traceback)
+        if notices is not None and (progress := _progress_of(params)) is not None:
+            notices.put(progress)
 
     def route_log(self, params: dict[str, Any], call: HostCall | None) -> None:
         """A log message, into the ``CallNotices`` of ``call`` (the one whose stream carried it) if it wants it."""
@@ -144,9 +141,14 @@ class NoticeRoutes:
         if method == "notifications/message":
             notice = self._log_for(params, call)
         elif method == "notifications/progress" and token is not None and params.get("progressToken") == token:
-            try:
-                notice = types.ProgressNotificationParams.model_validate(params)
-            except ValidationError:
-                return
+            notice = _progress_of(params)
         if notice is not None:
             await deliver(call, notice)
+
+
+def _progress_of(params: dict[str, Any]) -> types.ProgressNotificationParams | None:
+    """A progress notice's params as the host gets them; None for a server's garbage (not its host's to see)."""
+    try:
+        return types.ProgressNotificationParams.model_validate(params)
+    except ValidationError:
+        return None

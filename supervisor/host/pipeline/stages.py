@@ -256,17 +256,17 @@ def spliced_meta(
     The envelope itself, with the host's capabilities declared (issue 30), is the
     upstream leg's (``UpstreamSplice.submit``).
     """
-    extra: dict[str, Any] | None = None
+    extra: dict[str, Any] = {}
     if TELEMETRY.on:
         trace = trace_spliced(call, actor, carrier, host_version=host_version, front=front, arguments=arguments)
         extra = trace.upstream_meta(carrier)
     elif carrier is not None:
-        extra = dict(carrier)
+        extra.update(carrier)
     if level is not None:
-        extra = {**(extra or {}), LOG_LEVEL_META_KEY: level}
+        extra[LOG_LEVEL_META_KEY] = level
     if call.progress_token is not None:  # ours upstream, the call's id: its notices are attributed exactly
-        extra = {**(extra or {}), "progressToken": call.upstream_id}
-    return extra
+        extra["progressToken"] = call.upstream_id
+    return extra or None
 
 
 # -- 6b. output schema -------------------------------------------------------------------
