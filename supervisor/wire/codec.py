@@ -96,6 +96,21 @@ def load(line: bytes, descend: str) -> tuple[Any, Spans | None]:
     return message, (Spans(memoryview(line), inner) if inner is not None else None)
 
 
+def load_request(line: bytes, method: str) -> tuple[dict[str, Any], Spans | None] | None:
+    """The ``method`` request on ``line`` and its ``params``' spans (``load``); None: not JSON, or not a
+    JSON-RPC 2.0 request for ``method`` with an id (a string or a number) that the splice may answer by."""
+    try:
+        message, spans = load(line, "params")
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != method or message.get("jsonrpc") != "2.0":
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    return message, spans
+
+
 def load_small(line: bytes) -> Any:
     """A small line's message: the same values, and the same lines refused, as ``json.loads(line.decode())``.
 

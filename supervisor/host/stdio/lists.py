@@ -20,7 +20,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from supervisor.host.pipeline.paths import ENVELOPE_KEYS
-from supervisor.wire.codec import load
+from supervisor.wire.codec import load_request
 
 logger = logging.getLogger(__name__)
 
@@ -53,20 +53,15 @@ def list_answer(line: bytes, handshake_version: str | None, cache: EncodedListin
 
     ``handshake_version``: the version a handshake-era host negotiated (None: a 2026-era host).
     """
-    try:
-        message, _ = load(line, "params")
-    except ValueError:
+    request = load_request(line, "tools/list")
+    if request is None:
         return None
-    if not isinstance(message, dict) or message.get("method") != "tools/list" or message.get("jsonrpc") != "2.0":
-        return None
-    host_id = message.get("id")
-    if isinstance(host_id, bool) or not isinstance(host_id, str | int):
-        return None
+    message = request[0]
     version = _list_version(message.get("params", _ABSENT), handshake_version)
     encoded = cache.encoded(version) if version is not None else None
     if encoded is None:
         return None
-    return b'{"jsonrpc":"2.0","id":' + json.dumps(host_id).encode() + b',"result":' + encoded + b"}\n"
+    return b'{"jsonrpc":"2.0","id":' + json.dumps(message["id"]).encode() + b',"result":' + encoded + b"}\n"
 
 
 def _list_version(params: Any, handshake_version: str | None) -> str | None:

@@ -88,7 +88,7 @@ from supervisor.host.stdio.lists import send_list_answer
 from supervisor.host.stdio.tasks import StdioFastCalls, Tracker
 from supervisor.host.stdio.wire import HostWire
 from supervisor.wire import large as wire_large
-from supervisor.wire.codec import frame, load
+from supervisor.wire.codec import frame, load, load_request
 from supervisor.wire.pipes import DirectWrite
 
 if TYPE_CHECKING:
@@ -183,14 +183,12 @@ class HostSplice(SpliceHostHalf):
         """Which way a ``tools/call`` line was taken (``"spliced"``, ``"fast"``), or None: the SDK's."""
         if not self.enabled or self.wire.out is None or self.front.shutting_down:
             return None
-        try:
-            message, spans = load(line, "params")
-        except ValueError:
+        request = load_request(line, "tools/call")
+        if request is None:
             return None
-        if not isinstance(message, dict) or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
-            return None
-        host_id = message.get("id")
-        if isinstance(host_id, bool) or not isinstance(host_id, str | int) or host_id in self._by_host_id:
+        message, spans = request
+        host_id = message["id"]
+        if host_id in self._by_host_id:
             return None
         handshake = self.handshake_version is not None
         plain = plain_call(message.get("params"), handshake_host=handshake)
