@@ -79,7 +79,7 @@ def start(
     resource = sdk.resource(environ)
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     metrics.set_meter_provider(meter_provider)  # first: the span-derived histograms are made on it
-    tracer_provider = sdk.tracer_provider(exporters, resource_=resource)
+    tracer_provider = sdk.tracer_provider(exporters, resource_=resource, metered=bool(readers))
     trace.set_tracer_provider(tracer_provider)
     TELEMETRY.capture_content = settings.capture_content
     TELEMETRY.secrets = tuple(secrets)

@@ -140,8 +140,10 @@ async def inject_headers(request: Any) -> None:
 def traced_request(meta: dict[str, Any], headers: dict[str, str], request_id: str) -> None:
     """A request we send ourselves (no SDK span to fold into ours): the current CLIENT span's context goes in its
     ``_meta`` and its headers (the host's baggage stays), and the span records the request's id."""
-    inject(meta)
-    inject(headers)
+    fields: dict[str, str] = {}
+    inject(fields)  # once, for both: what the propagators write depends on the context only
+    meta.update(fields)
+    headers.update(fields)
     trace.get_current_span().set_attribute(C.REQUEST_ID, request_id)
 
 
