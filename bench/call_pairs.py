@@ -127,9 +127,10 @@ PAIRS_ENV: Final = "BENCH_P2_PAIRS"
 TELEMETRY_ENV: Final = "BENCH_P2_TELEMETRY"
 """``1``: the sidecar of every pair runs with ``[supervisor.telemetry] enabled = true`` (issue 47: its cost per pair).
 
-
 The exporters are what the environment names (``OTEL_TRACES_EXPORTER``, ``OTEL_METRICS_EXPORTER``, which
-the sidecar inherits): ``none`` measures making the spans and metrics; ``otlp`` with a collector, exporting too."""
+the sidecar inherits): ``none`` for traces measures making the spans; metrics ``none`` records no histograms
+at all (nothing would read them), ``console`` records them as a deployment with metrics does; ``otlp`` with a
+collector, exporting too."""
 Upstreams = dict[str, int]
 """Per variant, the pid of its upstream when that is not a child of its middle process (an HTTP upstream's)."""
 PATH_PARTS: Final = ("host", "middle", "upstream")
