@@ -29,12 +29,18 @@ from typing import Any, Final
 from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor
 
 from supervisor.telemetry import sdk, spans
+from supervisor.telemetry.durations import DurationReading
 from supervisor.telemetry.spans import TELEMETRY
 
 HOST_TRACE: Final = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+
+
+class _Reader(DurationReading, InMemoryMetricReader):
+    """A reader that collects the duration histograms, as production's periodic one does."""
 
 
 class _WatchesStarts(SpanProcessor):
@@ -85,7 +91,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5000, help="calls per round")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    metrics.set_meter_provider(MeterProvider(metric_readers=[_Reader(resource=Resource.create())]))
     tracers = {"lean": _tracer(lean=True), "sdk": _tracer(lean=False)}
     TELEMETRY.on = True
     for name, work in (("spliced", _spliced), ("task", _task)):

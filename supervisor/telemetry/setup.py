@@ -71,12 +71,14 @@ def start(
         from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
 
         from supervisor.telemetry import sdk  # noqa: PLC0415
+        from supervisor.telemetry.durations import DURATIONS, exemplars_from  # noqa: PLC0415
     except ImportError as exc:
         raise ConfigError(
             f"supervisor.telemetry.enabled = true needs the OpenTelemetry SDK, which is not installed: {INSTALL_HINT}"
         ) from exc
-    exporters, readers = _span_exporters(environ), _metric_readers(environ)  # every ConfigError before any change
     resource = sdk.resource(environ)
+    exporters, readers = _span_exporters(environ), _metric_readers(environ, resource)  # each ConfigError first
+    DURATIONS.exemplars = exemplars_from(environ)
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     metrics.set_meter_provider(meter_provider)  # first: the span-derived histograms are made on it
     tracer_provider = sdk.tracer_provider(exporters, resource_=resource, metered=bool(readers))
@@ -124,8 +126,9 @@ def _span_exporters(environ: Mapping[str, str]) -> Sequence[Any]:
     return exporters
 
 
-def _metric_readers(environ: Mapping[str, str]) -> Sequence[Any]:
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: PLC0415
+def _metric_readers(environ: Mapping[str, str], resource: Any) -> Sequence[Any]:
+    """One periodic reader per exporter; each also reads the duration histograms (``telemetry.durations``)."""
+    from supervisor.telemetry.durations import PeriodicDurationReader  # noqa: PLC0415
 
     readers: list[Any] = []
     for name in _names(environ, "OTEL_METRICS_EXPORTER"):
@@ -134,10 +137,10 @@ def _metric_readers(environ: Mapping[str, str]) -> Sequence[Any]:
         if name == "console":
             from opentelemetry.sdk.metrics.export import ConsoleMetricExporter  # noqa: PLC0415
 
-            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(out=sys.stderr)))
+            readers.append(PeriodicDurationReader(ConsoleMetricExporter(out=sys.stderr), resource=resource))
         elif name == "otlp":
             exporter = _otlp(environ, "METRICS", "metric_exporter", "OTLPMetricExporter")
-            readers.append(PeriodicExportingMetricReader(exporter))
+            readers.append(PeriodicDurationReader(exporter, resource=resource))
         else:
             raise ConfigError(f"OTEL_METRICS_EXPORTER={name!r}: mcp-supervisor knows otlp, console and none")
     return readers

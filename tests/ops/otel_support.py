@@ -33,11 +33,13 @@ from mcp.server import Server, ServerRequestContext
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from supervisor.telemetry import sdk
+from supervisor.telemetry.durations import DurationReading
 from supervisor.telemetry.spans import TELEMETRY
 
 CANARY: Final = "CANARY"
@@ -51,6 +53,11 @@ HOST_META: Final = cast(
 )
 """What a traced host puts in a request's ``_meta`` (SEP-414)."""
 
+
+class InMemoryDurationReader(DurationReading, InMemoryMetricReader):
+    """The SDK's in-memory reader, with the duration histograms as production's readers have them."""
+
+
 _installed: list[tuple[InMemorySpanExporter, InMemoryMetricReader]] = []
 
 
@@ -61,7 +68,9 @@ def _install_once() -> tuple[InMemorySpanExporter, InMemoryMetricReader]:
         from opentelemetry.sdk.metrics.export import AggregationTemporality  # noqa: PLC0415
 
         # Delta: each read returns what was recorded since the last one, so a test sees its own points only.
-        reader = InMemoryMetricReader(preferred_temporality={Histogram: AggregationTemporality.DELTA})
+        reader = InMemoryDurationReader(
+            preferred_temporality={Histogram: AggregationTemporality.DELTA}, resource=Resource.create()
+        )
         metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
         exporter = InMemorySpanExporter()
         trace.set_tracer_provider(sdk.tracer_provider([exporter], batch=False))

@@ -11,7 +11,7 @@ from opentelemetry.trace import SpanKind
 
 from supervisor.config.telemetry import TelemetrySettings
 from supervisor.telemetry import conventions as C
-from supervisor.telemetry import sdk, setup
+from supervisor.telemetry import durations, setup
 from supervisor.telemetry.spans import OWN_TRACER_NAME, TELEMETRY
 
 
@@ -19,7 +19,7 @@ from supervisor.telemetry.spans import OWN_TRACER_NAME, TELEMETRY
 def metered_spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """The spans ``OperationMetrics`` was handed; the global providers left as they were."""
     handed: list[Any] = []
-    monkeypatch.setattr(sdk.OperationMetrics, "on_end", lambda self, span: handed.append(span))
+    monkeypatch.setattr(durations.OperationMetrics, "on_end", lambda self, span: handed.append(span))
     monkeypatch.setattr(metrics, "set_meter_provider", lambda provider: None)
     monkeypatch.setattr(trace, "set_tracer_provider", lambda provider: None)
     try:
