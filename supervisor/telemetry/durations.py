@@ -74,6 +74,10 @@ DESCRIPTIONS: Final = {
     C.CLIENT_DURATION: "MCP request duration as observed on the sender, from the request until its answer.",
 }
 
+_KEYS: Final = C.METRIC_ATTRIBUTES
+_METHOD: Final = C.METHOD
+_DISCARD: Final = C.DISCARD
+
 _Key = tuple[Any, ...]
 """A point's attribute values, in ``conventions.METRIC_ATTRIBUTES`` order (None where absent)."""
 
@@ -108,18 +112,17 @@ class DurationTable:
 
     def add(self, metric: str, key: _Key, seconds: float, end_ns: int, exemplar: tuple[int, int] | None) -> None:
         """One measurement; ``exemplar`` is the measured span's (span id, trace id) when one is kept."""
+        bucket = bisect_left(BOUNDARIES, seconds)
         with self._lock:
-            points = self._points[metric]
-            point = points.get(key)
+            point = self._points[metric].get(key)
             if point is None:
-                point = self._new_point(points, key)
-            bucket = bisect_left(BOUNDARIES, seconds)
+                point = self._new_point(self._points[metric], key)
             point.counts[bucket] += 1
             point.total += seconds
             point.low = min(point.low, seconds)
             point.high = max(point.high, seconds)
             if exemplar is not None:
-                point.exemplars[bucket] = (seconds, end_ns, *exemplar, key)
+                point.exemplars[bucket] = (seconds, end_ns, exemplar[0], exemplar[1], key)
 
     def _new_point(self, points: dict[_Key, _Point], key: _Key) -> _Point:
         if len(points) >= CARDINALITY_LIMIT:
@@ -195,18 +198,23 @@ class DurationHistograms:
 
     def record(self, span: ReadableSpan) -> None:
         """Add an ended MCP SERVER or CLIENT span's duration; any other span is not measured."""
-        attributes = span.attributes or {}
-        if span.kind not in (SpanKind.SERVER, SpanKind.CLIENT) or C.METHOD not in attributes or C.DISCARD in attributes:
+        kind = span.kind
+        if kind is SpanKind.SERVER:
+            metric = C.SERVER_DURATION
+        elif kind is SpanKind.CLIENT:
+            metric = C.CLIENT_DURATION
+        else:
             return
+        attributes = span.attributes
         start, end = span.start_time, span.end_time
-        if start is None or end is None:
+        if not attributes or _METHOD not in attributes or _DISCARD in attributes or start is None or end is None:
             return
-        metric = C.SERVER_DURATION if span.kind is SpanKind.SERVER else C.CLIENT_DURATION
-        key = tuple(map(attributes.get, C.METRIC_ATTRIBUTES))
+        key = tuple(map(attributes.get, _KEYS))
         context = span.context
         exemplar = (context.span_id, context.trace_id) if self.exemplars and context is not None else None
+        seconds = (end - start) / 1e9
         for table in self.tables:
-            table.add(metric, key, (end - start) / 1e9, end, exemplar)
+            table.add(metric, key, seconds, end, exemplar)
 
 
 DURATIONS: Final = DurationHistograms()

@@ -8,7 +8,9 @@ telemetry on cost a call (issue 47, ``bench/RESULTS.md``). A lean span keeps
 what the SDK's span does for the sidecar's spans and nothing else:
 
 * its ids come from the provider's id generator and its fate from the
-  provider's sampler. A span the sampler does not record is the API's
+  provider's sampler (the default one, ``ParentBased(ALWAYS_ON)``, is read
+  as its rule: the parent's sampled flag, or sampled at the root; its
+  ``should_sample`` built three objects a span). A span the sampler does not record is the API's
   ``NonRecordingSpan`` with the very context the SDK would have given it, so
   what goes upstream is the same;
 * the provider's span processors see it end, once (``on_end``, with the
@@ -48,7 +50,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcessor, SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import Decision, Sampler
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Sampler
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -92,7 +94,9 @@ class _Provider(Protocol):
 class LeanSpans:
     """Starts lean spans for one tracer of one provider (``telemetry.sdk._GatedTracer``)."""
 
-    __slots__ = ("_id_generator", "_info", "_processors", "_provider", "_sampler", "_scope", "limits")
+    __slots__ = (
+        "_id_generator", "_info", "_parent_based_on", "_processors", "_provider", "_sampler", "_scope", "limits",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -107,6 +111,9 @@ class LeanSpans:
         self._processors = processors
         self._id_generator: IdGenerator = provider.id_generator
         self._sampler: Sampler = provider.sampler
+        # ParentBased(ALWAYS_ON), unless OTEL_TRACES_SAMPLER names another: sampled with a sampled parent or none,
+        # with the parent's trace state and the attributes as given (its should_sample, without the objects).
+        self._parent_based_on = self._sampler is DEFAULT_ON
         self._scope = scope
         self._info = info
 
@@ -133,19 +140,23 @@ class LeanSpans:
             parent = None
         ids = self._id_generator
         trace_id = ids.generate_trace_id() if parent is None else parent.trace_id
-        sampled = self._sampler.should_sample(context, trace_id, name, kind, attributes, ())
-        decision = sampled.decision
-        flags = TraceFlags.SAMPLED if decision is Decision.RECORD_AND_SAMPLE else TraceFlags.DEFAULT
+        if self._parent_based_on:  # the SDK's default sampler decides by the parent's flag alone
+            recorded = sampled = parent is None or parent.trace_flags.sampled
+            trace_state = None if parent is None else parent.trace_state
+        else:
+            result = self._sampler.should_sample(context, trace_id, name, kind, attributes, ())
+            recorded, sampled = result.decision.is_recording(), result.decision.is_sampled()
+            attributes, trace_state = result.attributes, result.trace_state
+        flags = TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT
         random_id = ids.is_trace_id_random() if parent is None else parent.trace_flags.random_trace_id
         if random_id:
             flags |= TraceFlags.RANDOM_TRACE_ID
         span_context = SpanContext(
-            trace_id, ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(flags),
-            trace_state=sampled.trace_state,
-        )  # fmt: skip
-        if decision is Decision.DROP:
+            trace_id, ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(flags), trace_state=trace_state
+        )
+        if not recorded:
             return NonRecordingSpan(span_context)
-        return LeanSpan(self, name=name, context=span_context, parent=parent, kind=kind, attributes=sampled.attributes)
+        return LeanSpan(self, name=name, context=span_context, parent=parent, kind=kind, attributes=attributes or {})
 
     def ended(self, span: LeanSpan, end_time: int) -> None:
         """Hand an ended span to the processors, as the SDK's span does."""
