@@ -50,7 +50,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcessor, SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Sampler
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision, Sampler
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -145,7 +145,8 @@ class LeanSpans:
             trace_state = None if parent is None else parent.trace_state
         else:
             result = self._sampler.should_sample(context, trace_id, name, kind, attributes, ())
-            recorded, sampled = result.decision.is_recording(), result.decision.is_sampled()
+            recorded = result.decision is not Decision.DROP
+            sampled = result.decision is Decision.RECORD_AND_SAMPLE
             attributes, trace_state = result.attributes, result.trace_state
         flags = TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT
         random_id = ids.is_trace_id_random() if parent is None else parent.trace_flags.random_trace_id
