@@ -246,11 +246,15 @@ class SemanticEngine:
         self._moved()
 
     def index_for(self, view: str, version: object, entries: Sequence[RegisteredTool]) -> VectorIndex | None:
-        """A vector index over ``entries`` if every one has its vector; else None, and their embedding is asked for.
+        """A vector index over ``entries`` if every one has its vector; else None, and their embedding is asked for
+        (while the model loads too: asked during start-up, a view is indexed once it is in).
 
         Synchronous, never waits; ``version`` is the view's catalog version, so texts are made once per change.
         """
         embedder = self._embedder
+        if self._state == "loading":  # its texts are read as soon as the model is in: the search that comes next fuses
+            self._to_read[view] = (version, list(entries))
+            return None
         if self._state != "ready" or embedder is None:
             return None
         held = self._views.get(view)
