@@ -27,6 +27,7 @@ from supervisor.telemetry.durations import (
     DURATIONS,
     DurationHistograms,
     DurationTable,
+    exemplars_from,
 )
 from tests.ops.otel_support import InMemoryDurationReader
 
@@ -250,3 +251,13 @@ def test_a_reader_that_is_shut_down_is_no_longer_recorded_into(
 
 def test_the_boundaries_are_the_conventions() -> None:
     assert list(BOUNDARIES) == [float(bound) for bound in C.OPERATION_DURATION_BUCKETS]
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"), [(None, True), ("trace_based", True), ("always_on", True), (" ALWAYS_OFF ", False)]
+)
+def test_exemplars_are_kept_unless_the_sdks_exemplar_filter_variable_turns_them_off(
+    value: str | None, kept: bool
+) -> None:
+    environ = {} if value is None else {"OTEL_METRICS_EXEMPLAR_FILTER": value}
+    assert exemplars_from(environ) is kept
