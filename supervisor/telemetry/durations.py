@@ -74,10 +74,6 @@ DESCRIPTIONS: Final = {
     C.CLIENT_DURATION: "MCP request duration as observed on the sender, from the request until its answer.",
 }
 
-_KEYS: Final = C.METRIC_ATTRIBUTES
-_METHOD: Final = C.METHOD
-_DISCARD: Final = C.DISCARD
-
 _Key = tuple[Any, ...]
 """A point's attribute values, in ``conventions.METRIC_ATTRIBUTES`` order (None where absent)."""
 
@@ -105,10 +101,13 @@ class DurationTable:
     def __init__(self, temporality: AggregationTemporality, resource: Resource) -> None:
         self.temporality = temporality
         self.resource = resource
-        self._delta = temporality is AggregationTemporality.DELTA
         self._lock = threading.Lock()
         self._points: dict[str, dict[_Key, _Point]] = {C.SERVER_DURATION: {}, C.CLIENT_DURATION: {}}
         self._last_collection_ns: int | None = None
+
+    @property
+    def _is_delta(self) -> bool:
+        return self.temporality is AggregationTemporality.DELTA
 
     def add(self, metric: str, key: _Key, seconds: float, end_ns: int, exemplar: tuple[int, int] | None) -> None:
         """One measurement; ``exemplar`` is the measured span's (span id, trace id) when one is kept."""
@@ -130,7 +129,7 @@ class DurationTable:
             if (overflow := points.get(key)) is not None:
                 return overflow
         # As the SDK: a delta point starts at the last collection, a cumulative one when first seen.
-        start = self._last_collection_ns if self._delta else None
+        start = self._last_collection_ns if self._is_delta else None
         point = points[key] = _Point(start or time.time_ns())
         return point
 
@@ -140,7 +139,7 @@ class DurationTable:
         with self._lock:
             metrics = [self._metric(name, points, now) for name, points in self._points.items() if points]
             self._last_collection_ns = now
-            if self._delta:
+            if self._is_delta:
                 self._points = {name: {} for name in self._points}
         return ScopeMetrics(scope=SCOPE, metrics=metrics, schema_url=SCOPE.schema_url or "") if metrics else None
 
@@ -207,9 +206,9 @@ class DurationHistograms:
             return
         attributes = span.attributes
         start, end = span.start_time, span.end_time
-        if not attributes or _METHOD not in attributes or _DISCARD in attributes or start is None or end is None:
+        if not attributes or C.METHOD not in attributes or C.DISCARD in attributes or start is None or end is None:
             return
-        key = tuple(map(attributes.get, _KEYS))
+        key = tuple(map(attributes.get, C.METRIC_ATTRIBUTES))
         context = span.context
         exemplar = (context.span_id, context.trace_id) if self.exemplars and context is not None else None
         seconds = (end - start) / 1e9

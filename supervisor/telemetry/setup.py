@@ -80,7 +80,7 @@ def start(
     exporters, readers = _span_exporters(environ), _metric_readers(environ, resource)  # each ConfigError first
     DURATIONS.exemplars = exemplars_from(environ)
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    metrics.set_meter_provider(meter_provider)  # first: the span-derived histograms are made on it
+    metrics.set_meter_provider(meter_provider)  # for instruments of other libraries (ours: telemetry.durations)
     tracer_provider = sdk.tracer_provider(exporters, resource_=resource, metered=bool(readers))
     trace.set_tracer_provider(tracer_provider)
     TELEMETRY.capture_content = settings.capture_content
