@@ -45,14 +45,24 @@ def encode_frame(message: SessionMessage | bytes) -> bytes:
     return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
-def encode_batch(first: SessionMessage | bytes, source: _NowaitSource) -> bytes:
-    """``first`` and every message already waiting in ``source`` (up to a bound), framed."""
+def encode_batch(
+    first: SessionMessage | bytes, source: _NowaitSource, taken: list[SessionMessage | bytes] | None = None
+) -> bytes:
+    """``first`` and every message already waiting in ``source`` (up to a bound), framed.
+
+    ``taken``, if given, gets every message framed, in order (the writer settles the answers among them).
+    """
     frames = [encode_frame(first)]
+    if taken is not None:
+        taken.append(first)
     while len(frames) < MAX_BATCH_MESSAGES:
         try:
-            frames.append(encode_frame(source.receive_nowait()))
+            message = source.receive_nowait()
         except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
             break
+        frames.append(encode_frame(message))
+        if taken is not None:
+            taken.append(message)
     return b"".join(frames)
 
 

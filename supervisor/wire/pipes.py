@@ -27,6 +27,7 @@ import fcntl
 import logging
 import mmap
 import os
+import select
 import stat
 import termios
 from collections.abc import Callable, Sequence
@@ -220,6 +221,11 @@ class PipeReader:
     anonymous mapping reused for every read (pages are only touched by the bytes
     read). Any other stream: its own ``receive_some``.
 
+    A descriptor epoll refuses (a regular file or ``/dev/null`` as stdin, as in
+    ``mcp-supervisor run < requests.jsonl``) is never parked on: its reads never
+    block, so ``receive`` reads at once after a checkpoint, and the end of the
+    file is the end of the stream, as the SDK's own stdio servers read it.
+
     A large message would be copied once more out of that buffer (into the line
     ``LineBuffer`` cuts). So after a read of ``CUT_FROM_COPY_BYTES`` or more, the
     next read first asks the pipe how much it holds, and if that is large too,
@@ -240,9 +246,12 @@ class PipeReader:
         """The last lingering read found nothing: the next read parks at once (a quiet peer costs no more wake-ups)."""
         self._large = False
         """The last read was large: the next one asks how much the pipe holds first (it may be split)."""
+        self._pollable = True
+        """Whether epoll takes the descriptor (False: a file or ``/dev/null``, read without parking)."""
         if isinstance(stream, trio.lowlevel.FdStream):
             self._buffer = mmap.mmap(-1, max_bytes)
             self._view = memoryview(self._buffer)
+            self._pollable = pollable(stream.fileno())
 
     async def receive(self, linger_sec: float = 0.0) -> Chunk:
         """The next chunk (empty at EOF): a view into the reused buffer (or a ``SplitRead``), valid until the next call.
@@ -264,6 +273,9 @@ class PipeReader:
         if self._buffer is None:
             return await self._stream.receive_some(self._max_bytes)
         fd = self._fileno()
+        if not self._pollable:
+            await trio.lowlevel.checkpoint()
+            return self._read_file(self._fileno())
         if linger_sec > 0 and not self._lingered_in_vain:
             await trio.sleep(linger_sec)
             fd = self._fileno()
@@ -285,6 +297,17 @@ class PipeReader:
         if fd < 0:  # closed, maybe while we slept: the number may name another file by now
             raise trio.ClosedResourceError("file was already closed")
         return fd
+
+    def _read_file(self, fd: int) -> memoryview:
+        """One read of a descriptor that never blocks (a file, ``/dev/null``): empty at its end."""
+        assert self._buffer is not None
+        try:
+            count = os.readv(fd, (self._buffer,))
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("file was already closed") from None
+            raise trio.BrokenResourceError from exc
+        return self._view[:count]
 
     def _read_nowait(self, fd: int) -> memoryview | SplitRead | None:
         """One read (a ``SplitRead`` while large messages flow): the chunk, or None if there was nothing to read."""
@@ -308,6 +331,18 @@ class PipeReader:
             raise trio.BrokenResourceError from exc
         self._large = count >= CUT_FROM_COPY_BYTES
         return self._view[:count]
+
+
+def pollable(fd: int) -> bool:
+    """Whether epoll takes ``fd`` (pipes, sockets, terminals do; regular files and ``/dev/null`` do not)."""
+    if not hasattr(select, "epoll"):
+        return not stat.S_ISREG(os.fstat(fd).st_mode)
+    with select.epoll() as probe:
+        try:
+            probe.register(fd, select.EPOLLIN)
+        except PermissionError:
+            return False
+    return True
 
 
 def widen_pipe(pipe: object) -> None:

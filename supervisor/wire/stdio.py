@@ -6,15 +6,26 @@ idle (DESIGN.md §7). `open_stdio_wire` replaces it with trio `FdStream`s over
 duplicates of fd 0 and fd 1, bridged to anyio memory streams of the shape
 `Server.run` expects.
 
+Stdin may be anything a launcher hands a child: a pipe, a socket, a terminal, a
+regular file or ``/dev/null`` (``wire.pipes.PipeReader`` reads the last two without
+epoll, which refuses them).
+
+A peer that writes its requests and closes its end at once (``printf … |
+server``, ``server < requests.jsonl``) still gets every answer, as the SDK's own
+stdio servers give it: the wire counts the requests it reads and the answers it
+writes (``Unanswered``), and its end of input reaches the server only once every
+request read is answered on the wire, or after ``eof_grace_sec``.
+
 Concurrency: the context manager owns one nursery with two tasks, a reader
 (wire → `read` stream, one JSON-RPC message per line; unparseable lines are
 delivered as exception values) and a writer (`write` stream → wire). The reader
-closes its send side on EOF, which ends the server's read loop; the server closes
-the `write` stream when it is done, which lets the writer drain and finish. On
-exit the writer gets a bounded grace (`_DRAIN_GRACE_SEC`) to flush, then both
-tasks are cancelled. While the wire is open, fd 0 reads /dev/null and fd 1 points
-at stderr, so stray prints (ours or a child's) never corrupt the wire; both are
-restored on exit.
+closes its send side on EOF (once the requests read are answered, bounded),
+which ends the server's read loop; the server closes the `write` stream when it
+is done, which lets the writer drain and finish. On exit the writer gets a
+bounded grace (`_DRAIN_GRACE_SEC`) to flush, then both tasks are cancelled.
+While the wire is open, fd 0 reads /dev/null and fd 1 points at stderr, so
+stray prints (ours or a child's) never corrupt the wire; both are restored on
+exit.
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
+from typing import Final
 
 import anyio
 import mcp_types
@@ -35,7 +48,7 @@ from mcp.shared.message import SessionMessage
 from supervisor.wire.frames import LineBuffer, encode_batch
 from supervisor.wire.pipes import DirectWrite, PipeReader, widen_pipe
 
-__all__ = ["ReadStream", "WriteStream", "decode_message", "open_stdio_wire"]
+__all__ = ["EOF_GRACE_SEC", "ReadStream", "Unanswered", "WriteStream", "decode_message", "open_stdio_wire"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +79,63 @@ load)."""
 
 _DRAIN_GRACE_SEC = 5.0
 _READ_CHUNK_BYTES = 1 << 20  # a large request in a few wake-ups
+EOF_GRACE_SEC: Final = 5.0
+"""How long the end of input waits for the answers of the requests read before it (``open_stdio_wire``)."""
+_OPEN_BY_DESIGN: Final = frozenset({"subscriptions/listen"})
+"""Requests that stay open by design: the end of input does not wait for them."""
+
+
+class Unanswered:
+    """Ids of requests read off the wire whose answer has not been written to it yet.
+
+    The wire's reader notes each request it delivers (``saw``), its writer each
+    answer it has written (``answered``); a splice that takes a request off the
+    wire and answers it itself says so (``track``, ``settle``). A host's
+    ``notifications/cancelled`` settles the request it names: JSON-RPC owes it no
+    answer. Synchronous: every method is atomic under trio.
+    """
+
+    def __init__(self) -> None:
+        self._ids: set[mcp_types.RequestId] = set()
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def saw(self, item: SessionMessage | Exception) -> None:
+        if not isinstance(item, SessionMessage):
+            return
+        message = item.message
+        if isinstance(message, mcp_types.JSONRPCRequest) and message.method not in _OPEN_BY_DESIGN:
+            self.track(message.id)
+        elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            request_id = (message.params or {}).get("requestId")
+            if isinstance(request_id, str | int):
+                self.settle(request_id)
+
+    def track(self, request_id: mcp_types.RequestId) -> None:
+        """A request taken off the wire before the server saw it (a splice answers it)."""
+        if not self._ids:
+            self._idle = trio.Event()
+        self._ids.add(request_id)
+
+    def settle(self, request_id: mcp_types.RequestId) -> None:
+        self._ids.discard(request_id)
+        if not self._ids:
+            self._idle.set()
+
+    def answered(self, message: SessionMessage | bytes) -> None:
+        """``message`` was written: if it answers a request, that request is settled."""
+        if isinstance(message, bytes) or not self._ids:
+            return  # a line framed already: its writer (the splice) settles its own requests
+        answer = message.message
+        if isinstance(answer, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError) and answer.id is not None:
+            self.settle(answer.id)
+
+    @property
+    def idle(self) -> bool:
+        return not self._ids
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
 
 
 async def _pump_wire_to_stream(
@@ -74,6 +144,9 @@ async def _pump_wire_to_stream(
     intercept: Intercept | None = None,
     flush: Flush | None = None,
     linger: Linger | None = None,
+    *,
+    unanswered: Unanswered | None = None,
+    eof_grace_sec: float = EOF_GRACE_SEC,
 ) -> None:
     """Split the wire into lines and deliver each as a parsed message (or its parse error).
 
@@ -81,9 +154,12 @@ async def _pump_wire_to_stream(
     ``flush`` runs once the chunk's lines are handled and before each wait for
     the server, so what ``intercept`` batched never waits on anything.
     ``linger``, asked before each read, says how long to wait before reading.
+    At EOF, ``out`` stays open until every request read is answered, or for
+    ``eof_grace_sec``.
     """
     lines = LineBuffer()  # no cap: the host is the party this process serves
     reader = PipeReader(wire, _READ_CHUNK_BYTES)
+    unanswered = Unanswered() if unanswered is None else unanswered
     async with out:
         while True:
             try:
@@ -91,6 +167,7 @@ async def _pump_wire_to_stream(
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             if not chunk:
+                await _answers_before_eof(unanswered, eof_grace_sec)
                 return  # EOF: closing `out` ends the server's read loop.
             lines.feed(chunk)
             while (line := lines.next_line()) is not None:
@@ -103,6 +180,7 @@ async def _pump_wire_to_stream(
                     item = exc
                 if flush is not None:
                     flush()
+                unanswered.saw(item)
                 try:
                     await out.send(item)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -111,27 +189,47 @@ async def _pump_wire_to_stream(
                 flush()
 
 
+async def _answers_before_eof(unanswered: Unanswered, grace_sec: float) -> None:
+    """Wait (bounded) until every request read is answered on the wire: the peer's end of input comes after them."""
+    if unanswered.idle:
+        return
+    with trio.move_on_after(grace_sec) as scope:
+        await unanswered.wait_idle()
+    if scope.cancelled_caught:
+        logger.warning("stdin closed; requests still unanswered after %gs are cancelled", grace_sec)
+
+
 async def _pump_stream_to_wire(
     source: MemoryObjectReceiveStream[SessionMessage],
     wire: trio.lowlevel.FdStream,
     drained: trio.Event,
     direct: DirectWrite | None = None,
+    *,
+    unanswered: Unanswered | None = None,
 ) -> None:
     """Write each outgoing message as one JSON line; set `drained` when the source closes.
 
     ``direct``'s batch, if any, goes first: it was accepted before whatever woke this task.
+    Each answer written settles its request in ``unanswered``.
     """
+    written: list[SessionMessage | bytes] = []
+    unanswered = Unanswered() if unanswered is None else unanswered
     try:
         async with source:
             async for message in source:
-                data = encode_batch(message, source)
+                data = encode_batch(message, source, written)
                 if direct is not None and direct.pending:
                     data = direct.take() + data
                 try:
                     await wire.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     logger.debug("stdio wire closed by peer; dropping outgoing messages")
+                    for lost in written:
+                        unanswered.answered(lost)  # never written, and never will be: nobody waits for them
                     return
+                for sent in written:
+                    unanswered.answered(sent)
+                written.clear()
             if direct is not None and (rest := direct.take()):
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await wire.send_all(rest)
@@ -147,6 +245,9 @@ async def open_stdio_wire(
     direct: DirectWrite | None = None,
     flush: Flush | None = None,
     linger: Linger | None = None,
+    *,
+    unanswered: Unanswered | None = None,
+    eof_grace_sec: float = EOF_GRACE_SEC,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP frames over this process's stdin/stdout, cancellably.
 
@@ -160,6 +261,9 @@ async def open_stdio_wire(
             the server (``intercept``'s batched writes).
         linger: Asked by the reader before each read: seconds to wait first,
             so that one wake-up takes several lines (0: read when readable).
+        unanswered: The requests read and not answered yet (a splice that
+            answers requests itself shares it); a fresh one by default.
+        eof_grace_sec: How long the end of input waits for their answers.
 
     Yields:
         `(read, write)`: `read` yields each incoming `SessionMessage` (or the
@@ -179,10 +283,13 @@ async def open_stdio_wire(
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     drained = trio.Event()
+    pending = Unanswered() if unanswered is None else unanswered
+    reader = partial(_pump_wire_to_stream, unanswered=pending, eof_grace_sec=eof_grace_sec)
+    writer = partial(_pump_stream_to_wire, unanswered=pending)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_pump_wire_to_stream, wire_in, read_send, intercept, flush, linger)
-            nursery.start_soon(_pump_stream_to_wire, write_recv, wire_out, drained, direct)
+            nursery.start_soon(reader, wire_in, read_send, intercept, flush, linger)
+            nursery.start_soon(writer, write_recv, wire_out, drained, direct)
             if direct is not None:
                 direct.bind(wire_out.fileno(), write_send)
             try:

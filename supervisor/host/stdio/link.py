@@ -1,13 +1,14 @@
 """The Front over stdio: the one host that started us, on our stdin/stdout.
 
 ``StdioHostLink.run`` serves the Front's MCP server over the cancellable stdio
-wire (``wire.stdio``). It tracks, at the wire, every request the host sent
-and every answer written back (``_Unanswered``), which gives two guarantees:
+wire (``wire.stdio``). The wire tracks every request the host sent and every
+answer written back (``wire.stdio.Unanswered``, shared with the splice), which
+gives two guarantees:
 
 * **EOF with requests pending.** A host that writes its requests and then
-  closes stdin (``printf … | mcp-supervisor run``) still gets every answer:
-  the end of input reaches the server only once the pending requests are
-  answered, or after ``shutdown_grace_sec``.
+  closes stdin (``printf … | mcp-supervisor run``, ``run < requests.jsonl``)
+  still gets every answer: the end of input reaches the server only once the
+  pending requests are answered, or after ``shutdown_grace_sec``.
 * **Graceful stop.** ``wait_idle`` returns when every request has been
   answered *on the wire* (not merely when its handler returned: the SDK writes
   the answer after that), so cancelling the connection then loses nothing.
@@ -41,55 +42,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from supervisor.host.front import Front
 from supervisor.host.stdio.reader import HostSplice
-from supervisor.wire.stdio import WriteStream, open_stdio_wire
+from supervisor.wire.stdio import Unanswered, WriteStream, open_stdio_wire
 from supervisor.wire.streams import ReadStreamView
 
 logger = logging.getLogger(__name__)
 
 HOST_CLOSE_GRACE_SEC: Final = 5.0
 """How long closing the host connection (flushing the last answers) may take before it is cancelled."""
-_OPEN_BY_DESIGN: Final = frozenset({"subscriptions/listen"})
-
-
-class _Unanswered:
-    """Ids of host requests read from the wire whose answer has not been written yet."""
-
-    def __init__(self) -> None:
-        self._ids: set[types.RequestId] = set()
-        self._idle = trio.Event()
-        self._idle.set()
-
-    def saw(self, item: SessionMessage | Exception) -> None:
-        if not isinstance(item, SessionMessage):
-            return
-        message = item.message
-        if isinstance(message, types.JSONRPCRequest) and message.method not in _OPEN_BY_DESIGN:
-            if not self._ids:
-                self._idle = trio.Event()
-            self._ids.add(message.id)
-        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            # A cancelled request may never be answered; the host no longer waits for it either.
-            request_id = (message.params or {}).get("requestId")
-            if isinstance(request_id, str | int):
-                self.settle(request_id)
-
-    def track(self, request_id: types.RequestId) -> None:
-        """A request the wire splice took off the wire."""
-        if not self._ids:
-            self._idle = trio.Event()
-        self._ids.add(request_id)
-
-    def settle(self, request_id: types.RequestId) -> None:
-        self._ids.discard(request_id)
-        if not self._ids:
-            self._idle.set()
-
-    def answered(self, message: SessionMessage) -> None:
-        if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError) and message.message.id is not None:
-            self.settle(message.message.id)
-
-    async def wait_idle(self) -> None:
-        await self._idle.wait()
 
 
 class _HandshakeWatch:
@@ -124,25 +83,15 @@ class _HandshakeWatch:
                 self._splice.handshake_version = version
 
 
-class _TrackedReader(ReadStreamView):
-    """The wire's read stream, counting requests in; at EOF it first waits (bounded) for their answers."""
+class _WatchedReader(ReadStreamView):
+    """The wire's read stream, showing the handshake watch each request the SDK reads."""
 
-    def __init__(self, inner: Any, unanswered: _Unanswered, watch: _HandshakeWatch, grace_sec: float) -> None:
+    def __init__(self, inner: Any, watch: _HandshakeWatch) -> None:
         super().__init__(inner)
-        self._unanswered = unanswered
         self._watch = watch
-        self._grace_sec = grace_sec
 
     async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await super().receive()
-        except anyio.EndOfStream:
-            with trio.move_on_after(self._grace_sec) as scope:
-                await self._unanswered.wait_idle()
-            if scope.cancelled_caught:
-                logger.warning("host closed stdin; requests still unanswered after %gs are cancelled", self._grace_sec)
-            raise
-        self._unanswered.saw(item)
+        item = await super().receive()
         self._watch.saw(item)
         return item
 
@@ -156,7 +105,7 @@ class StdioHostLink:
         self._grace_sec = grace_sec
         self._scope = trio.CancelScope()
         self._done = trio.Event()
-        self._unanswered = _Unanswered()
+        self._unanswered = Unanswered()
         self.splice = HostSplice(front, self._unanswered)
         """The wire splice's host end (tests read ``splice.taken``)."""
         self._watch = _HandshakeWatch(self.splice)
@@ -166,10 +115,14 @@ class StdioHostLink:
         front, splice = self._front, self.splice
         try:
             async with (
-                open_stdio_wire(splice.on_line, splice.direct, splice.flush_requests, splice.linger_sec) as (
-                    wire_read,
-                    wire_write,
-                ),
+                open_stdio_wire(
+                    splice.on_line,
+                    splice.direct,
+                    splice.flush_requests,
+                    splice.linger_sec,
+                    unanswered=self._unanswered,
+                    eof_grace_sec=self._grace_sec,
+                ) as (wire_read, wire_write),
                 trio.open_nursery() as relay_nursery,
             ):
                 self.splice.attach(wire_write.clone())
@@ -177,7 +130,7 @@ class StdioHostLink:
                 # before that scope was cancelled still reach the wire.
                 write_stream, to_relay = anyio.create_memory_object_stream[SessionMessage](0)
                 relay_nursery.start_soon(self._relay_to_host, to_relay, wire_write)
-                read_stream: Any = _TrackedReader(wire_read, self._unanswered, self._watch, self._grace_sec)
+                read_stream: Any = _WatchedReader(wire_read, self._watch)
                 with self._scope:
                     async with trio.open_nursery() as calls:
                         splice.fast.nursery = calls  # the fast-path calls taken off the wire run here
@@ -205,12 +158,12 @@ class StdioHostLink:
             await self._done.wait()
 
     async def _relay_to_host(self, source: MemoryObjectReceiveStream[SessionMessage], wire: WriteStream) -> None:
-        """Forward the server's messages to the wire, noting which requests got their answer."""
+        """Forward the server's messages to the wire (whose writer settles the requests they answer)."""
         async with source, wire:
             async for message in source:
                 try:
                     await wire.send(message)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     logger.debug("host wire closed; dropping outgoing messages")
-                self._unanswered.answered(message)
+                    self._unanswered.answered(message)  # never written: nobody waits for it any more
                 self._watch.answered(message)
