@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         settings = load_settings(args.config, environ=interpolation_environ())
         quiet = command in ("tools", "call", "login", "pins") and not getattr(args, "verbose", False)
-        _configure_logging(settings, quiet=quiet)
+        _configure_logging(settings, command, quiet=quiet, level=getattr(args, "log_level", None))
         if command == "check":
             from supervisor.config.check import describe_settings  # noqa: PLC0415
 
@@ -220,6 +220,11 @@ def _parser() -> argparse.ArgumentParser:
 
     run = with_config(commands.add_parser("run", help="serve the host over stdio"))
     run.add_argument("--view", metavar="NAME", help="serve only the view [views.NAME] (stdio front)")
+    run.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="log at this level (default: [supervisor] log_level, else warning on the stdio front, info over HTTP)",
+    )
     with_config(commands.add_parser("check", help="validate the settings and print them, secrets masked"))
     tools = with_config(commands.add_parser("tools", help="connect once and print the aggregated catalog"))
     tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
@@ -311,7 +316,8 @@ def _is_json_scalar(value: object) -> bool:
     return isinstance(value, _EXACT) or (isinstance(value, float) and math.isfinite(value))
 
 
-def _configure_logging(settings: Settings, *, quiet: bool) -> None:
+def _configure_logging(settings: Settings, command: str, *, quiet: bool, level: str | None = None) -> None:
+    """Log to stderr: ``level`` (``--log-level``) if given, else the settings' level for ``command``."""
     handler = logging.StreamHandler(sys.stderr)
     if settings.supervisor.log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -319,7 +325,7 @@ def _configure_logging(settings: Settings, *, quiet: bool) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel("ERROR" if quiet else settings.supervisor.log_level.upper())
+    root.setLevel("ERROR" if quiet else (level or settings.supervisor.log_level_for(command)).upper())
 
 
 # -- import -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def describe_settings(settings: Settings) -> str:
         f"source: {settings.source_path if settings.source_path is not None else '(defaults, no file)'}",
         "[supervisor]",
         f"  principal = {sup.principal}",
-        f"  log_level = {sup.log_level}",
+        f"  log_level = {sup.log_level or '(unset: warning for run on the stdio front, info otherwise)'}",
         f"  log_format = {sup.log_format}",
         f"  shutdown_grace_sec = {sup.shutdown_grace_sec:g}",
         f"  spawn_concurrency = {sup.spawn_concurrency or '(no limit)'}",

@@ -132,13 +132,20 @@ class CatalogStoreSettings(BaseModel):
         return mask_redis_url(self.url.get_secret_value())
 
 
+LogLevel = Literal["debug", "info", "warning", "error"]
+QUIET_STDIO_LOG_LEVEL: Final[LogLevel] = "warning"
+"""The stdio front's level when ``log_level`` is unset: Claude Code logs every stderr line of a server as an error."""
+
+
 class SupervisorSection(BaseModel):
     """The ``[supervisor]`` table."""
 
     model_config = STRICT
 
     principal: str = "local"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: LogLevel | None = None
+    """Unset: ``warning`` for ``run`` on the stdio front (a host reads its server's stderr as errors), ``info``
+    otherwise (``log_level_for``); ``run --log-level`` overrides either."""
     log_format: Literal["text", "json"] = "text"
     shutdown_grace_sec: float = Field(default=5.0, gt=0, le=MAX_SHUTDOWN_GRACE_SEC)
     spawn_concurrency: int = Field(default=0, ge=0, le=10_000)
@@ -152,6 +159,12 @@ class SupervisorSection(BaseModel):
     """The search views' semantic index (``catalog.semantic_engine``)."""
     telemetry: TelemetrySettings = TelemetrySettings()
     """OpenTelemetry (``supervisor.telemetry``); the ``OTEL_*`` environment variables configure the exporters."""
+
+    def log_level_for(self, command: str) -> LogLevel:
+        """The level the CLI logs at for ``command``: the setting, else quiet on the stdio front's ``run``."""
+        if self.log_level is not None:
+            return self.log_level
+        return QUIET_STDIO_LOG_LEVEL if command == "run" and self.front.transport == "stdio" else "info"
 
     @model_validator(mode="after")
     def _exposed_admin_needs_a_token(self) -> Self:

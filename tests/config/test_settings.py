@@ -73,10 +73,22 @@ def server(command: str = "run", **fields: object) -> ServerSettings:
 # --- loading and layering -------------------------------------------------
 
 
+def test_an_unset_log_level_is_quiet_for_the_stdio_fronts_run_and_info_for_the_http_front_and_other_commands(
+    tmp_path: Path,
+) -> None:
+    stdio = load_text(tmp_path, "").supervisor
+    assert stdio.log_level_for("run") == "warning"
+    assert stdio.log_level_for("tools") == "info"
+    http = load_text(tmp_path, '[supervisor.front]\ntransport = "http"\ntoken = "t"\n').supervisor
+    assert http.log_level_for("run") == "info"
+    chosen = load_text(tmp_path, '[supervisor]\nlog_level = "info"\n').supervisor
+    assert chosen.log_level_for("run") == "info"
+
+
 def test_an_empty_file_gives_the_documented_defaults(tmp_path: Path) -> None:
     settings = load_text(tmp_path, "")
     assert settings.supervisor.principal == "local"
-    assert settings.supervisor.log_level == "info"
+    assert settings.supervisor.log_level is None
     assert settings.supervisor.front.transport == "stdio"
     assert settings.supervisor.shutdown_grace_sec == 5.0
     assert settings.mcp_servers == {}
