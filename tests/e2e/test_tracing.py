@@ -83,8 +83,13 @@ async def _one_trace(receiver: OtlpReceiver, *, host_transport: str, scope: str)
     """host → sidecar SERVER → sidecar CLIENT → fixture SERVER, named and attributed per the conventions."""
 
     def complete() -> bool:
+        # All three: the SERVER span ends last (it encloses the CLIENT span), so it may be exported in a later
+        # batch than the others; on a loaded box it was not in yet when only the other two were waited for.
         fixture = [s for s in receiver.spans if s.service == "fixture" and s.name == "tools/call echo"]
-        return bool(fixture and _ours(receiver, "tools/call echo", "SPAN_KIND_CLIENT"))
+        ours = _ours(receiver, "tools/call echo", "SPAN_KIND_CLIENT") and _ours(
+            receiver, f"tools/call {ECHO}", "SPAN_KIND_SERVER"
+        )
+        return bool(fixture and ours)
 
     await receiver.wait_for(complete, what="the sidecar's and the fixture's spans", bound_sec=SPANS_BOUND_SEC)
     (server,) = _ours(receiver, f"tools/call {ECHO}", "SPAN_KIND_SERVER")
@@ -167,12 +172,13 @@ async def test_I18_a_timeout_an_error_answer_and_a_lost_upstream_each_have_an_er
                 await host.session.call_tool("mcp__fx__invalid_params", {}, meta=meta)
             assert (await host.session.call_tool("mcp__fx__crash", {}, meta=meta)).is_error
 
-            def ended(name: str) -> bool:
-                return bool(_ours(receiver, name, "SPAN_KIND_CLIENT"))
+            def ended(tool: str) -> bool:
+                client = _ours(receiver, f"tools/call {tool}", "SPAN_KIND_CLIENT")
+                return bool(client and _ours(receiver, f"tools/call mcp__fx__{tool}", "SPAN_KIND_SERVER"))
 
             await receiver.wait_for(
-                lambda: all(ended(f"tools/call {t}") for t in ("slow", "invalid_params", "crash")),
-                what="the three CLIENT spans",
+                lambda: all(ended(tool) for tool in ("slow", "invalid_params", "crash")),
+                what="the three CLIENT spans and their SERVER spans",
                 bound_sec=SPANS_BOUND_SEC,
             )
     errors = {
