@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from supervisor.cli import entry
 
-from supervisor.cli import main
-
-sys.exit(main())
+entry()

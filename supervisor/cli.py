@@ -21,9 +21,9 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from supervisor._version import __version__
 from supervisor.errors import EXIT_CONFIG, EXIT_OK, EXIT_RUNTIME, ConfigError, SupervisorError
@@ -36,8 +36,26 @@ DEFAULT_ADMIN_URL: Final = "http://127.0.0.1:8932"
 STATUS_TIMEOUT_SEC: Final = 5.0
 
 
+def entry() -> NoReturn:
+    """The process's entry point (the console script, ``python -m supervisor``): ``main``, then exit at once.
+
+    Once ``main`` returns, everything the process owes is done: the servers are
+    reaped, the answers and the last spans are out, the logs are flushed. What
+    is left is the interpreter's own teardown, about 200 ms of freeing a heap of
+    SDK models and pydantic schemas, which a host that stops us waits through
+    (Claude Code signals again 100 ms after its first signal). So the process
+    flushes its standard streams and leaves with ``os._exit``.
+    """
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):  # a host that closed the pipe, or a stream closed already
+            stream.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (the console script passes it to ``sys.exit``)."""
+    """Run one command; returns the exit code (``entry`` exits with it; tests call this directly)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)

@@ -8,11 +8,18 @@ host link: stdio (``host.stdio.link.StdioHostLink``) or streamable HTTP
 Relay connects the two sides: upstream generations hand it what belongs to a
 host, the Front serves hosts through it. The first stop trigger ends the run:
 SIGTERM, SIGINT, or (stdio) the host closing stdin. Then the link refuses new
-requests and the Front new calls, in-flight calls get ``shutdown_grace_sec``
-to finish, the host connection(s) are closed on their own (bounded), so the
-answers of calls that just finished are flushed to the host(s), and then the
-nursery is cancelled; every stdio child is terminated by its transport's
-shielded, bounded cleanup (I11).
+requests and the Front new calls, and in-flight calls are drained by the
+rules of each trigger (``_drain_bound_sec``): over HTTP they get
+``shutdown_grace_sec`` to finish (a second signal ends the wait); a stdio host
+that closed stdin had the requests it sent answered already (the stdio wire
+waits for them, within the same grace); a stdio host that signals us is going
+away and reads no more answers, so its calls are cancelled at once. Then the
+host connection(s) are closed on their own (bounded), so the answers of calls
+that just finished are flushed to the host(s), and the nursery is cancelled;
+every stdio child is terminated by its transport's shielded, bounded cleanup,
+the short way (``upstream.process_group.begin_stop``: stdin closed and SIGTERM
+at once, SIGKILL 50 ms later), so an idle sidecar is gone within about 100 ms
+of a host's first signal, before its second (I11).
 
 Before anything starts, ``serve`` freezes the heap (``gc.freeze``): what is
 alive then (the imported SDK, pydantic's schemas, the settings) lives as long
@@ -39,6 +46,7 @@ import gc
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 import trio
@@ -54,6 +62,7 @@ from supervisor.ops.startup_heap import HeapSettler, defer_full_collections
 from supervisor.root import Supervisor
 from supervisor.telemetry.setup import Running, add_secrets
 from supervisor.telemetry.setup import start as start_telemetry
+from supervisor.upstream.process_group import begin_stop
 from supervisor.upstream.spawn import EarlyServers
 from supervisor.wire import heap as _malloc
 
@@ -146,10 +155,31 @@ def secret_values(settings: Settings) -> list[str]:
     return [value for value in found if value]
 
 
+class _Stop:
+    """What ends the run: the first signal or (stdio) the host's hang-up; a second signal ends the drain too."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        """Set by the first trigger (the stdio link sets it when the host hangs up)."""
+        self.signalled = False
+        """Whether a signal set it (not the host closing stdin)."""
+        self.again = trio.Event()
+        """A second signal: whatever is still draining is cancelled now."""
+
+    def on_signal(self, name: str) -> None:
+        if self.event.is_set():
+            logger.info("received %s; stopping now", name)
+            self.again.set()
+            return
+        logger.info("received %s; stopping", name)
+        self.signalled = True
+        self.event.set()
+
+
 async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | None, view: str | None) -> None:
     relay = Relay()
     supervisor = Supervisor(settings, host=relay, early=early)
-    stop = trio.Event()
+    stop = _Stop()
     grace = settings.supervisor.shutdown_grace_sec
     link: HostLink
     front_settings = settings.supervisor.front
@@ -169,7 +199,7 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
     else:
         fronts = {view or "": Front(supervisor, relay, supervisor.views[view or ""])}
         front = fronts[view or ""]
-        link = StdioHostLink(front, stop, grace_sec=grace)
+        link = StdioHostLink(front, stop.event, grace_sec=grace)
     host_warnings = _HostWarnings(relay)
     logging.getLogger("supervisor").addHandler(host_warnings)
     try:
@@ -184,7 +214,7 @@ async def _run(
     supervisor: Supervisor,
     fronts: list[Front],
     link: HostLink,
-    stop: trio.Event,
+    stop: _Stop,
     *,
     heap: HeapSettler,
     early: EarlyServers | None = None,
@@ -204,19 +234,34 @@ async def _run(
 
             await nursery.start(AdminEndpoint(supervisor, settings.supervisor).run)
         await nursery.start(link.run)
-        await stop.wait()
+        await stop.event.wait()
         link.refuse_new()
         for front in fronts:
             front.begin_shutdown()
-        grace = settings.supervisor.shutdown_grace_sec
-        with trio.move_on_after(grace) as grace_scope:
-            await link.wait_idle()
-        if grace_scope.cancelled_caught:
-            logger.warning("calls still running after %gs (shutdown_grace_sec); cancelling them", grace)
+        bound = _drain_bound_sec(settings, stop)
+        with trio.move_on_after(bound) as grace_scope:
+            async with trio.open_nursery() as drain:  # the first of: idle, the bound, a second signal
+                drain.start_soon(_then_cancel, link.wait_idle, drain.cancel_scope)
+                drain.start_soon(_then_cancel, stop.again.wait, drain.cancel_scope)
+        if grace_scope.cancelled_caught and bound > 0:
+            logger.warning("calls still running after %gs (shutdown_grace_sec); cancelling them", bound)
         # Close the host connection(s) on their own first, so the answers of calls
         # that just finished still reach the hosts; then everything else.
         await link.close()
+        begin_stop()  # every child the short way now: the host that stops us waits about 100 ms
         nursery.cancel_scope.cancel("mcp-supervisor is stopping")
+
+
+def _drain_bound_sec(settings: Settings, stop: _Stop) -> float:
+    """How long in-flight calls may run on after the stop trigger (the module docstring's rules)."""
+    if settings.supervisor.front.transport == "stdio" and stop.signalled:
+        return 0.0  # a stdio host that signals us is going away: it reads no more answers
+    return settings.supervisor.shutdown_grace_sec
+
+
+async def _then_cancel(wait: Callable[[], Awaitable[object]], scope: trio.CancelScope) -> None:
+    await wait()
+    scope.cancel()
 
 
 async def _discard_untaken(supervisor: Supervisor, early: EarlyServers) -> None:
@@ -252,14 +297,10 @@ async def _reload_on_sighup(supervisor: Supervisor) -> None:
             logger.info("configuration reloaded from %s: %s", path, "; ".join(changes) or "nothing changed")
 
 
-async def _stop_on_signal(stop: trio.Event) -> None:
+async def _stop_on_signal(stop: _Stop) -> None:
     # Keeps receiving until the run ends: a second signal during the (bounded) graceful
-    # stop must not fall back to the default action and kill us mid-cleanup (I11).
+    # stop must not fall back to the default action and kill us mid-cleanup (I11); it
+    # ends the drain instead.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            name = signal.Signals(signum).name
-            if stop.is_set():
-                logger.info("received %s; already stopping (bounded by shutdown_grace_sec)", name)
-            else:
-                logger.info("received %s; stopping", name)
-                stop.set()
+            stop.on_signal(signal.Signals(signum).name)

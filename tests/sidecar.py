@@ -380,6 +380,12 @@ class Host:
     def modern(self) -> bool:
         return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
+    async def close_stdin(self) -> None:
+        """Hang up the way a host that is done writing does: its answers may still come."""
+        assert self.process is not None and self.process.stdin is not None
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await self.process.stdin.aclose()
+
     def note_change(self) -> None:
         self.notices += 1
         self.notice_times.append(trio.current_time())
@@ -387,7 +393,9 @@ class Host:
         self._changed = trio.Event()
 
     async def on_message(self, message: IncomingMessage) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
+        # A 2026-era host's notices come on its listen stream (``hold_listen_stream`` counts them); the SDK
+        # hands each to the message handler as well, and counting both would count every notice twice.
+        if isinstance(message, types.ToolListChangedNotification) and not self.modern:
             self.note_change()
         await trio.lowlevel.checkpoint()
 

@@ -16,7 +16,11 @@ is the one place that reads ``/proc``:
   group, grace, SIGKILL the group, grace) against the group ending, as
   ``trio.run_process``'s ``deliver_cancel`` races its killer against
   ``proc.wait()``: the killer stops the moment the leader is reaped and no live
-  member is left.
+  member is left. Once the sidecar stops (``begin_stop``), every escalation,
+  running or new, is the short one: stdin closed and SIGTERM at once, SIGKILL
+  after ``STOP_TERM_GRACE_SEC``. A host gives its server about 100 ms between its
+  first signal and its second (Claude Code: SIGINT, SIGTERM 100 ms later, SIGKILL
+  400 ms after that), and a child still running when we are killed is an orphan.
 * ``live_children`` counts this process's live children (``/metrics``).
 
 Concurrency: ``terminate_group`` owns one nursery, holding the escalation task
@@ -46,6 +50,25 @@ KILL_REAP_SEC: Final = 2.0
 """How long to wait for the kernel to deliver a SIGKILL before giving up loudly."""
 POLL_INTERVAL_SEC: Final = 0.02
 """Re-check interval of ``wait_group_gone`` where no pidfd can be had."""
+STOP_TERM_GRACE_SEC: Final = 0.05
+"""Once the sidecar stops: how long a group gets between SIGTERM (sent with the stdin close) and SIGKILL."""
+
+_STOPPING: Final[trio.lowlevel.RunVar[trio.Event]] = trio.lowlevel.RunVar("mcp_supervisor_stopping")
+
+
+def _stopping() -> trio.Event:
+    try:
+        return _STOPPING.get()
+    except LookupError:
+        event = trio.Event()
+        _STOPPING.set(event)
+        return event
+
+
+def begin_stop() -> None:
+    """The sidecar is stopping: every group's escalation, running or to come, is the short one (module docstring)."""
+    _stopping().set()
+
 
 _GONE_STATES: Final = (b"Z", b"X")
 
@@ -148,17 +171,23 @@ async def terminate_group(server: str, proc: trio.Process) -> None:
     """
     pgid = proc.pid
     leader_gone = trio.Event()
+    stopping = _stopping()
 
     async def escalate(done: trio.CancelScope) -> None:
         if proc.stdin is not None:
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await proc.stdin.aclose()
-        with trio.move_on_after(STDIN_EOF_GRACE_SEC):
-            await leader_gone.wait()
+        if not stopping.is_set():
+            await _first_of(STDIN_EOF_GRACE_SEC, leader_gone, stopping)
         # Even when the leader is gone, grandchildren may live on in its group.
         signal_group(pgid, signal.SIGTERM)
-        await trio.sleep(TERM_GRACE_SEC)
-        logger.warning("server=%s pgid=%d ignored SIGTERM; sending SIGKILL", server, pgid)
+        if not stopping.is_set():
+            await _first_of(TERM_GRACE_SEC, stopping)  # a stop that begins meanwhile cuts the grace short
+        if stopping.is_set():
+            await trio.sleep(STOP_TERM_GRACE_SEC)
+            logger.debug("server=%s pgid=%d still running after SIGTERM; sending SIGKILL", server, pgid)
+        else:
+            logger.warning("server=%s pgid=%d ignored SIGTERM; sending SIGKILL", server, pgid)
         signal_group(pgid, signal.SIGKILL)
         await trio.sleep(KILL_REAP_SEC)
         logger.error("server=%s pgid=%d survived SIGKILL; abandoning it", server, pgid)
@@ -170,6 +199,19 @@ async def terminate_group(server: str, proc: trio.Process) -> None:
         leader_gone.set()
         await wait_group_gone(pgid)
         nursery.cancel_scope.cancel(reason="the process group is gone")
+
+
+async def _first_of(bound_sec: float, *events: trio.Event) -> None:
+    """Return once any of ``events`` is set, or after ``bound_sec``."""
+
+    async def wait_then_end(event: trio.Event, scope: trio.CancelScope) -> None:
+        await event.wait()
+        scope.cancel()
+
+    with trio.move_on_after(bound_sec):
+        async with trio.open_nursery() as waits:
+            for event in events:
+                waits.start_soon(wait_then_end, event, waits.cancel_scope)
 
 
 def live_children(parent: int | None = None) -> int:

@@ -9,8 +9,9 @@ sidecar's ``host.front listening on URL`` line does.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -352,6 +353,35 @@ async def test_sigterm_over_http_lets_running_calls_finish_refuses_new_ones_and_
     assert outcomes["legacy_slow"] == "done"
     assert outcomes.get("hang", "error").startswith("error")
     assert took < grace + scaled(2)
+
+
+@_HANDSHAKE_HTTP_CLIENT_LEAKS_ASYNCGENS
+async def test_a_second_signal_over_http_ends_the_drain_at_once_and_still_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "fx.log"
+    config = write_settings(
+        tmp_path, {"fx": fixture_server("--log", str(log))}, supervisor=http_supervisor_table(grace_sec=60.0)
+    )
+    with trio.fail_after(scaled(60)):
+        async with (
+            open_http_sidecar(config, token=TOKEN) as sidecar,
+            open_http_host(sidecar.url, TOKEN, server_may_be_gone=True) as host,
+            trio.open_nursery() as calls,
+        ):
+
+            async def hang() -> None:
+                with suppress(MCPError):
+                    await host.call("mcp__fx__hang", {})
+
+            assert "mcp__fx__hang" in await host.tool_names()
+            calls.start_soon(hang)
+            await wait_until(lambda: called_tools(log) == ["hang"], what="the call to reach the server")
+            sidecar.terminate()
+            async with httpx2.AsyncClient() as http:
+                await _wait_refusing(http, sidecar.url)  # the first signal is in: the drain has begun
+            sidecar.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(scaled(10)):  # the drain alone would wait the 60 s grace
+                await sidecar.process.wait()
+            assert await sidecar.stop() == 0
 
 
 async def _try_a_late_request(url: str, refusal: dict[str, int | str]) -> None:

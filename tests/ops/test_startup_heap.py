@@ -126,7 +126,7 @@ async def test_a_running_sidecar_settles_its_heap_once_every_first_attempt_ended
     relay = Relay()
     supervisor = Supervisor(settings, host=relay, connector=Fleet(a=fake).connect)
     front = Front(supervisor, relay)
-    stop = trio.Event()
+    stop = serve_module._Stop()
     with trio.fail_after(BOUND_SEC), defer_full_collections() as heap:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: serve_module._run(settings, supervisor, [front], _QuietLink(), stop, heap=heap))
@@ -139,4 +139,4 @@ async def test_a_running_sidecar_settles_its_heap_once_every_first_attempt_ended
             assert not heap.deferring, "the heap was not settled after the first attempts ended"
             assert gc.get_threshold() == usual_collector
             assert gc.get_freeze_count() > 0
-            stop.set()
+            stop.event.set()

@@ -16,7 +16,10 @@ import pytest
 import trio
 
 from supervisor.upstream.process_group import (
+    STDIN_EOF_GRACE_SEC,
+    TERM_GRACE_SEC,
     _scan_children,
+    begin_stop,
     find_live_member,
     group_alive,
     live_children,
@@ -119,6 +122,38 @@ async def test_a_group_that_ignores_sigterm_is_sigkilled_and_the_escalation_says
         assert leader.returncode == -signal.SIGKILL
         assert not group_alive(leader.pid)
         assert _messages(caplog) == [f"server=stubborn pgid={leader.pid} ignored SIGTERM; sending SIGKILL"]
+
+
+async def test_once_the_sidecar_stops_a_group_gets_sigterm_with_its_stdin_close_and_sigkill_soon_after(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A host waits about 100 ms between its first signal and its second (issue 57, item 5).
+    caplog.set_level("DEBUG", logger="supervisor.upstream.process_group")
+    with trio.fail_after(BOUND_SEC):
+        leader = await _open_group(_IGNORES_EOF_AND_SIGTERM)
+        assert await _first_line(leader) == b"ready"
+        begin_stop()
+        started = trio.current_time()
+        with trio.CancelScope(shield=True):
+            await terminate_group("stubborn", leader)
+        took = trio.current_time() - started
+    assert leader.returncode == -signal.SIGKILL
+    assert took < STDIN_EOF_GRACE_SEC + TERM_GRACE_SEC  # the escalation's long way would take all of that
+    assert _messages(caplog) == [f"server=stubborn pgid={leader.pid} still running after SIGTERM; sending SIGKILL"]
+
+
+async def test_a_stop_that_begins_during_an_escalation_cuts_its_sigterm_grace_short() -> None:
+    with trio.fail_after(BOUND_SEC):
+        leader = await _open_group(_IGNORES_EOF_AND_SIGTERM)
+        assert await _first_line(leader) == b"ready"
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(terminate_group, "stubborn", leader)
+            await trio.sleep(STDIN_EOF_GRACE_SEC + 0.1)  # into the SIGTERM grace (the escalation's own timeline)
+            begin_stop()
+        took = trio.current_time() - started
+    assert leader.returncode == -signal.SIGKILL
+    assert took < STDIN_EOF_GRACE_SEC + TERM_GRACE_SEC
 
 
 async def test_live_children_counts_running_children_and_not_zombies() -> None:

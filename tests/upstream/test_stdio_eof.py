@@ -27,7 +27,7 @@ from tests.sidecar import REPO_ROOT, fixture_server, scaled, sidecar_argv, sidec
 pytestmark = pytest.mark.e2e
 
 BOUND_SEC = scaled(60)
-FRAMES = [
+FRAMES: list[dict[str, Any]] = [
     {
         "jsonrpc": "2.0",
         "id": 1,
@@ -59,11 +59,19 @@ async def _run(argv: list[str], stdin_kind: StdinKind, tmp_path: Path, frames: l
             )  # fmt: skip
         requests = tmp_path / "requests.jsonl"
         requests.write_bytes(data)
-        with requests.open("rb") as stdin:
-            return await trio.run_process(
-                argv, stdin=stdin, capture_stdout=True, capture_stderr=True, check=False, cwd=str(REPO_ROOT),
-                env=sidecar_env(),
-            )  # fmt: skip
+        return await _run_with_stdin_of(argv, requests)
+
+
+async def _run_with_stdin_of(argv: list[str], path: Path) -> Any:
+    """Run ``argv`` to its end with the file ``path`` (a regular file, ``/dev/null``) as its stdin."""
+    stdin = os.open(path, os.O_RDONLY)
+    try:
+        return await trio.run_process(
+            argv, stdin=stdin, capture_stdout=True, capture_stderr=True, check=False, cwd=str(REPO_ROOT),
+            env=sidecar_env(),
+        )  # fmt: skip
+    finally:
+        os.close(stdin)
 
 
 def _answers(stdout: bytes) -> dict[Any, dict[str, Any]]:
@@ -88,11 +96,8 @@ async def test_requests_written_before_stdin_closes_are_all_answered_then_the_si
 
 async def test_a_stdin_of_dev_null_is_an_empty_host_the_sidecar_exits_0_without_a_traceback(tmp_path: Path) -> None:
     config = write_settings(tmp_path, {"fx": fixture_server("--name", "fx")})
-    with trio.fail_after(BOUND_SEC), Path(os.devnull).open("rb") as stdin:
-        done = await trio.run_process(
-            sidecar_argv(config), stdin=stdin, capture_stdout=True, capture_stderr=True, check=False,
-            cwd=str(REPO_ROOT), env=sidecar_env(),
-        )  # fmt: skip
+    with trio.fail_after(BOUND_SEC):
+        done = await _run_with_stdin_of(sidecar_argv(config), Path(os.devnull))
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout == b""
     assert b"Traceback" not in done.stderr
