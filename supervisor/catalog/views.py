@@ -258,6 +258,10 @@ class CatalogView:
             self._listed = (held.version, sorted(listed, key=lambda entry: entry.key))
         return self._listed[1]
 
+    def listed(self, kind: Kind) -> list[Registered[Any]]:
+        """What a host's list of ``kind`` shows now: the listed tools (``tool_entries``), or every entry of the kind."""
+        return self.tool_entries() if kind == "tools" else self.entries(kind)
+
     def tools(self) -> list[types.Tool]:
         """The listed tools' host-facing definitions (the default view: the Registry's own kept list)."""
         if self._rules.everything:

@@ -83,6 +83,7 @@ class ToolsListWireCache:
             start wait for servers still starting; those are never kept).
         stamp: The ``serverInfo`` stamp of a 2026-era result (a fresh dict per call).
         wait: What the Front's list handler waits for before it answers.
+        answered: Called in the step that makes each first-page answer (the Front's record of what hosts hold, I22).
     """
 
     def __init__(
@@ -92,8 +93,10 @@ class ToolsListWireCache:
         settled: Callable[[], bool],
         stamp: Callable[[], dict[str, Any]],
         wait: Callable[[], Awaitable[None]] = _no_wait,
+        answered: Callable[[], None] = lambda: None,
     ) -> None:
         self._registry = registry
+        self.answered = answered
         self._settled = settled
         self._stamp = stamp
         self._wait = wait
@@ -117,11 +120,15 @@ class ToolsListWireCache:
         self._check_version()
         cached = self._by_protocol.get(version)
         if cached is not None:
+            self.answered()
             return cached
         self._note_host_version(ctx, None)
         await self._wait()
         answer = self.answer(version)
-        return answer if answer is not None else await call_next(ctx)
+        if answer is None:
+            return await call_next(ctx)  # the SDK's handler answers, and records it
+        self.answered()
+        return answer
 
     @property
     def host_versions(self) -> frozenset[str]:

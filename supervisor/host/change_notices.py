@@ -1,9 +1,18 @@
-"""Catalog changes told to the hosts of one view, per kind, coalesced, in both protocol eras (DESIGN §7, I16).
+"""Catalog changes told to the hosts of one view, per kind, coalesced, in both protocol eras (DESIGN §7, I16, I22).
 
 Each Front runs one notifier over its view: it compares the view's own
 per-kind counters (``catalog.views.CatalogView.versions``), so a change the
 view cannot see (another server's, a hidden tool's) reaches none of its
 hosts, and an edit of the view's rules (a reload) reaches all of them.
+
+A moved counter is a reason to look, not to tell (I22: notices mean change).
+``ReceivedListings`` keeps, per kind, what the view's hosts were answered since
+they were last told of a change; a notice goes out only when one of those
+differs from what a list would answer now. So a start whose first list waited
+for the servers and got them all, a reconnect that swaps in the same catalog, a
+search view whose hidden tools moved, or a catalog from disk that the live one
+confirms, tells nobody anything; a host that was told once and has not listed
+since is not told again (it knows its list is stale).
 
 2026-era hosts hold ``subscriptions/listen`` streams served by the SDK's
 ``ListenHandler`` over the relay's in-memory bus; handshake-era hosts get
@@ -20,12 +29,12 @@ effort (the SDK does not raise).
 from __future__ import annotations
 
 import logging
-from typing import Final
+from typing import Any, Final
 
 import trio
 from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
-from supervisor.catalog.registry import Kind
+from supervisor.catalog.registry import Kind, Registered
 from supervisor.catalog.views import CatalogView
 from supervisor.catalog.wire_form import ToolsListWireCache
 from supervisor.host.relay import LegacyHosts
@@ -35,6 +44,42 @@ logger = logging.getLogger(__name__)
 
 NOTICE_COALESCE_SEC: Final = 0.01
 """Registry changes within this window reach the host as one notice per kind."""
+
+
+Listing = list[Registered[Any]]
+"""What one list answer showed: the view's entries of a kind as they were (entries live for one generation)."""
+
+
+class ReceivedListings:
+    """What one view's hosts were answered, per kind, since they were last told it changed (I22).
+
+    ``answered`` is called where each list answer is made (the Front's list
+    handlers, the tools-list wire cache, the stdio splice), in the same
+    synchronous step, so the listing recorded is the one sent. Listings are
+    compared by value: the same entries are the same objects, so an unchanged
+    listing compares in one pass of identity checks. Synchronous; atomic under trio.
+    """
+
+    def __init__(self, view: CatalogView) -> None:
+        self._view = view
+        self._since_told: dict[Kind, list[Listing]] = {}
+
+    def answered(self, kind: Kind) -> None:
+        """A host was just answered the view's list of ``kind`` as it is now."""
+        listing = self._view.listed(kind)
+        held = self._since_told.setdefault(kind, [])
+        if not any(known is listing for known in held):
+            held.append(listing)
+
+    def stale(self, kind: Kind) -> bool:
+        """Whether some host holds a list of ``kind`` that differs from the view's now (and was not told so)."""
+        now = self._view.listed(kind)
+        return any(listing != now for listing in self._since_told.get(kind, ()))
+
+    def told(self, kinds: set[Kind]) -> None:
+        """The hosts were told ``kinds`` changed: until they list again, there is nothing more to tell them."""
+        for kind in kinds:
+            self._since_told.pop(kind, None)
 
 
 class ChangeNotices:
@@ -47,12 +92,14 @@ class ChangeNotices:
         bus: InMemorySubscriptionBus,
         legacy: LegacyHosts,
         tools_list_cache: ToolsListWireCache,
+        received: ReceivedListings,
     ) -> None:
         self._view = view
         self._changed = changed
         self._bus = bus
         self._legacy = legacy
         self._tools_list_cache = tools_list_cache
+        self._received = received
 
     async def serve(self) -> None:
         """Tell the view's hosts about its changes, per kind, coalesced, until cancelled."""
@@ -66,11 +113,15 @@ class ChangeNotices:
             self._tools_list_cache.warm()
             await trio.sleep(NOTICE_COALESCE_SEC)
             now = view.versions
-            changed = {kind for kind in now if now[kind] != seen[kind]}
+            moved = {kind for kind in now if now[kind] != seen[kind]}
             seen = now
-            await self._announce(changed)
+            changed = {kind for kind in moved if self._received.stale(kind)}
+            if changed:
+                self._received.told(_told_with(changed))
+                await self._announce(changed)
 
     async def _announce(self, kinds: set[Kind]) -> None:
+        """Tell the view's hosts that ``kinds`` changed (resources and templates share one notice)."""
         logger.debug("catalog changed (%s); notifying the hosts of view %r", ", ".join(sorted(kinds)), self._view.name)
         bus = self._bus
         legacy = self._legacy.of_view(self._view)  # a snapshot: connections may close while we await
@@ -86,3 +137,8 @@ class ChangeNotices:
             await bus.publish(ResourcesListChanged())
             for connection in legacy:
                 await connection.send_resource_list_changed()
+
+
+def _told_with(kinds: set[Kind]) -> set[Kind]:
+    """The kinds a notice for ``kinds`` tells of: resources and templates share ``resources/list_changed``."""
+    return kinds | {"resources", "templates"} if kinds & {"resources", "templates"} else kinds

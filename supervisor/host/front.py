@@ -73,7 +73,7 @@ from supervisor.catalog.wire_form import ToolsListWireCache
 from supervisor.compat.sdk import add_server_middleware, connection_of, gate_sdk_tracing
 from supervisor.errors import UpstreamError
 from supervisor.host.catalog_search import CatalogSearch
-from supervisor.host.change_notices import ChangeNotices
+from supervisor.host.change_notices import ChangeNotices, ReceivedListings
 from supervisor.host.pipeline.exchanges import ExchangeTable
 from supervisor.host.pipeline.runner import ToolCalls
 from supervisor.host.relay import Relay
@@ -166,11 +166,14 @@ class Front:
         )
         gate_sdk_tracing(self.server, sdk_span_needed)
         add_server_middleware(self.server, self._track_requests)
+        self.received = ReceivedListings(self.view)
+        """What this view's hosts were answered since they were last told of a change (I22)."""
         self.tools_list_cache = ToolsListWireCache(
             self.view,
             settled=lambda: not supervisor.pending_first_attempts(),
             stamp=lambda: self.server.server_info_stamp,
             wait=self.wait_for_first_attempts,
+            answered=partial(self.received.answered, "tools"),
         )
         """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
         add_server_middleware(self.server, self.tools_list_cache)
@@ -183,7 +186,12 @@ class Front:
         async with trio.open_nursery() as nursery:
             await nursery.start(self._exchanges.run)
             notices = ChangeNotices(
-                self.view, self._supervisor.catalog_changed, self._bus, self._relay.legacy, self.tools_list_cache
+                self.view,
+                self._supervisor.catalog_changed,
+                self._bus,
+                self._relay.legacy,
+                self.tools_list_cache,
+                self.received,
             )
             nursery.start_soon(notices.serve)
             nursery.start_soon(self._relay.serve_own_warnings)
@@ -197,24 +205,28 @@ class Front:
         # A host that lists right after starting us sees every server that has
         # finished its first attempt, not a half-empty catalog.
         await self.wait_for_first_attempts()
+        self.received.answered("tools")
         return types.ListToolsResult(tools=self.view.tools())
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         await self.wait_for_first_attempts()
+        self.received.answered("prompts")
         return types.ListPromptsResult(prompts=self.view.prompts())
 
     async def _list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         await self.wait_for_first_attempts()
+        self.received.answered("resources")
         return types.ListResourcesResult(resources=self.view.resources())
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         await self.wait_for_first_attempts()
+        self.received.answered("templates")
         return types.ListResourceTemplatesResult(resource_templates=self.view.templates())
 
     async def wait_for_first_attempts(self, bound_sec: float = FIRST_LIST_WAIT_SEC) -> None:

@@ -33,6 +33,9 @@ class EncodedListings(Protocol):
 
     def encoded(self, protocol_version: str) -> bytes | None: ...
 
+    def answered(self) -> None:
+        """A first-page answer was just given (the Front's record of what hosts hold, I22)."""
+
 
 def send_list_answer(line: bytes, handshake_version: str | None, cache: EncodedListings, out: Any) -> bool:
     """Answer the first-page ``tools/list`` on ``line`` on the host wire's queue ``out`` at once (True); False:
@@ -44,6 +47,7 @@ def send_list_answer(line: bytes, handshake_version: str | None, cache: EncodedL
         out.send_nowait(answer)  # the wire's writer is idle: handed over at once, or the SDK answers
     except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
         return False
+    cache.answered()
     logger.debug("tools/list answered on the wire splice (%d bytes)", len(answer))
     return True
 
