@@ -296,6 +296,18 @@ class UpstreamSplice:
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("server=%s courtesy cancel for %s dropped", self.server, call.upstream_id)
 
+    def courtesy_cancels(self, reason: str) -> bytes:
+        """``notifications/cancelled`` lines for every call still in flight, for a transport about to close.
+
+        The transport writes them to the server's stdin itself, before it closes it
+        (its stdin pump may be cancelled by then); the calls stay pending until
+        ``fail_all`` answers them.
+        """
+        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+        return b"".join(
+            frame({**notice, "params": {"requestId": upstream_id, "reason": reason}}) for upstream_id in self._pending
+        )
+
     async def serve_deadlines(self) -> None:
         """Time out spliced calls past ``tool_timeout_sec``, oldest first, until cancelled."""
         while True:

@@ -9,8 +9,9 @@
   EOF, so a grandchild that inherited the pipes cannot hide a dead server.
   On death the read side is closed at once (in-flight requests fail in
   milliseconds) and ``TransportHealth.lost`` is set for the ServerActor.
-* Every exit path takes down the whole process group with
-  ``upstream.process_group.terminate_group``: close stdin, a short grace, SIGTERM to the group,
+* Every exit path first cancels each spliced call still in flight on the
+  server's stdin (``notifications/cancelled``, bounded), then takes down the
+  whole process group with ``upstream.process_group.terminate_group``: close stdin, a short grace, SIGTERM to the group,
   a bounded grace, SIGKILL to the group, raced against the group ending. The
   cleanup is shielded and bounded, so neither a cancelled caller nor a wedged
   child can leak or hang it (I11). The context manager returns only once the
@@ -37,7 +38,7 @@ import logging
 import math
 import re
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -66,6 +67,8 @@ _MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 _READ_CHUNK_BYTES: Final = 1 << 20
 """Up to this much of the child's stdout per read: a 1 MB answer in a few wake-ups, not sixteen."""
 _STDIN_QUEUE: Final = 64
+COURTESY_WRITE_SEC: Final = 0.05
+"""How long a closing transport may take to write its spliced calls' cancellations to the server's stdin."""
 """Messages queued for the child's stdin: the SDK's and the wire splice's lines wait here to be batched."""
 _STDERR_LINES_PER_SEC: Final = 50
 _GARBAGE_WARNINGS_PER_SEC: Final = 5
@@ -120,6 +123,14 @@ def screen_oversized_listing(line: bytes, max_entries: int) -> bytes:
     message = f"a listing of {entries} entries exceeds max_tools = {max_entries} (refused before parsing)"
     error = {"code": types.INTERNAL_ERROR, "message": message}
     return b'{"jsonrpc":"2.0","id":' + found.group(1) + b',"error":' + json.dumps(error).encode() + b"}"
+
+
+async def _write_courtesy_cancels(proc: trio.Process, lines: bytes) -> None:
+    """Tell the server its spliced calls are cancelled before its stdin closes (bounded; best effort)."""
+    if not lines or proc.stdin is None:
+        return
+    with trio.move_on_after(COURTESY_WRITE_SEC), suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        await proc.stdin.send_all(lines)
 
 
 @asynccontextmanager
@@ -261,6 +272,8 @@ async def open_stdio_transport(
                 yield read_stream, write_stream
             finally:
                 with trio.CancelScope(shield=True):
+                    if splice is not None:
+                        await _write_courtesy_cancels(proc, splice.courtesy_cancels("the client is closing"))
                     await terminate_group(name, proc)
                     if splice is not None:
                         await splice.fail_all("transport closed")
