@@ -16,10 +16,13 @@ waits for them, within the same grace); a stdio host that signals us is going
 away and reads no more answers, so its calls are cancelled at once. Then the
 host connection(s) are closed on their own (bounded), so the answers of calls
 that just finished are flushed to the host(s), and the nursery is cancelled;
-every stdio child is terminated by its transport's shielded, bounded cleanup,
-the short way (``upstream.process_group.begin_stop``: stdin closed and SIGTERM
-at once, SIGKILL 50 ms later), so an idle sidecar is gone within about 100 ms
-of a host's first signal, before its second (I11).
+every stdio child is terminated by its transport's shielded, bounded cleanup;
+behind a stdio front, the short way (``upstream.process_group.begin_stop``:
+SIGTERM 20 ms after stdin closes, SIGKILL 50 ms later), so an idle sidecar is
+gone within about 100 ms of a host's first signal, before its second (I11).
+Behind the HTTP front, a service's manager waits seconds, and each child gets
+the long way (0.5 s after stdin closes, 2 s after SIGTERM) to finish the
+requests it was cancelling.
 
 Before anything starts, ``serve`` freezes the heap (``gc.freeze``): what is
 alive then (the imported SDK, pydantic's schemas, the settings) lives as long
@@ -248,7 +251,8 @@ async def _run(
         # Close the host connection(s) on their own first, so the answers of calls
         # that just finished still reach the hosts; then everything else.
         await link.close()
-        begin_stop()  # every child the short way now: the host that stops us waits about 100 ms
+        if settings.supervisor.front.transport == "stdio":
+            begin_stop()  # every child the short way now: the stdio host that stops us waits about 100 ms
         nursery.cancel_scope.cancel("mcp-supervisor is stopping")
 
 

@@ -16,11 +16,12 @@ is the one place that reads ``/proc``:
   group, grace, SIGKILL the group, grace) against the group ending, as
   ``trio.run_process``'s ``deliver_cancel`` races its killer against
   ``proc.wait()``: the killer stops the moment the leader is reaped and no live
-  member is left. Once the sidecar stops (``begin_stop``), every escalation,
-  running or new, is the short one: stdin closed and SIGTERM at once, SIGKILL
-  after ``STOP_TERM_GRACE_SEC``. A host gives its server about 100 ms between its
-  first signal and its second (Claude Code: SIGINT, SIGTERM 100 ms later, SIGKILL
-  400 ms after that), and a child still running when we are killed is an orphan.
+  member is left. Once a stdio front stops (``begin_stop``), every escalation,
+  running or new, is the short one: ``STOP_EOF_GRACE_SEC`` after stdin closes,
+  SIGTERM, ``STOP_TERM_GRACE_SEC`` later SIGKILL. A stdio host gives its server
+  about 100 ms between its first signal and its second (Claude Code: SIGINT,
+  SIGTERM 100 ms later, SIGKILL 400 ms after that), and a child still running
+  when we are killed is an orphan.
 * ``live_children`` counts this process's live children (``/metrics``).
 
 Concurrency: ``terminate_group`` owns one nursery, holding the escalation task
@@ -50,8 +51,10 @@ KILL_REAP_SEC: Final = 2.0
 """How long to wait for the kernel to deliver a SIGKILL before giving up loudly."""
 POLL_INTERVAL_SEC: Final = 0.02
 """Re-check interval of ``wait_group_gone`` where no pidfd can be had."""
+STOP_EOF_GRACE_SEC: Final = 0.02
+"""Once a stdio front stops: how long a live server gets to exit by itself after its stdin closes."""
 STOP_TERM_GRACE_SEC: Final = 0.05
-"""Once the sidecar stops: how long a group gets between SIGTERM (sent with the stdin close) and SIGKILL."""
+"""Once a stdio front stops: how long the group gets between SIGTERM and SIGKILL."""
 
 _STOPPING: Final[trio.lowlevel.RunVar[trio.Event]] = trio.lowlevel.RunVar("mcp_supervisor_stopping")
 
@@ -66,7 +69,7 @@ def _stopping() -> trio.Event:
 
 
 def begin_stop() -> None:
-    """The sidecar is stopping: every group's escalation, running or to come, is the short one (module docstring)."""
+    """A stdio front is stopping: every group's escalation, running or to come, is the short one (module docstring)."""
     _stopping().set()
 
 
@@ -179,6 +182,8 @@ async def terminate_group(server: str, proc: trio.Process) -> None:
                 await proc.stdin.aclose()
         if not stopping.is_set():
             await _first_of(STDIN_EOF_GRACE_SEC, leader_gone, stopping)
+        if stopping.is_set():
+            await _first_of(STOP_EOF_GRACE_SEC, leader_gone)
         # Even when the leader is gone, grandchildren may live on in its group.
         signal_group(pgid, signal.SIGTERM)
         if not stopping.is_set():
