@@ -395,7 +395,8 @@ class Host:
     async def on_message(self, message: IncomingMessage) -> None:
         # A 2026-era host's notices come on its listen stream (``hold_listen_stream`` counts them); the SDK
         # hands each to the message handler as well, and counting both would count every notice twice.
-        if isinstance(message, types.ToolListChangedNotification) and not self.modern:
+        # (A Host that only counts another connection's notices has no client: it counts them all.)
+        if isinstance(message, types.ToolListChangedNotification) and not (self.client is not None and self.modern):
             self.note_change()
         await trio.lowlevel.checkpoint()
 

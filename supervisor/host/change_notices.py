@@ -7,12 +7,12 @@ hosts, and an edit of the view's rules (a reload) reaches all of them.
 
 A moved counter is a reason to look, not to tell (I22: notices mean change).
 ``ReceivedListings`` keeps, per kind, what the view's hosts were answered since
-they were last told of a change; a notice goes out only when one of those
-differs from what a list would answer now. So a start whose first list waited
-for the servers and got them all, a reconnect that swaps in the same catalog, a
-search view whose hidden tools moved, or a catalog from disk that the live one
-confirms, tells nobody anything; a host that was told once and has not listed
-since is not told again (it knows its list is stale).
+they were last told of a change, and what the view listed when they were told;
+a notice goes out only when what a list would answer now differs from one of
+those. So a start whose first list waited for the servers and got them all, a
+reconnect or a re-judged pin that swaps in the same catalog, a search view whose
+hidden tools moved, or a catalog from disk that the live one confirms, tells
+nobody anything.
 
 2026-era hosts hold ``subscriptions/listen`` streams served by the SDK's
 ``ListenHandler`` over the relay's in-memory bus; handshake-era hosts get
@@ -51,35 +51,41 @@ Listing = list[Registered[Any]]
 
 
 class ReceivedListings:
-    """What one view's hosts were answered, per kind, since they were last told it changed (I22).
+    """What one view's hosts know of each kind's listing: the answers since their last notice, and that notice (I22).
 
     ``answered`` is called where each list answer is made (the Front's list
     handlers, the tools-list wire cache, the stdio splice), in the same
-    synchronous step, so the listing recorded is the one sent. Listings are
-    compared by value: the same entries are the same objects, so an unchanged
-    listing compares in one pass of identity checks. Synchronous; atomic under trio.
+    synchronous step, so the listing recorded is the one sent. ``told`` records
+    the listing a notice told the hosts of. A kind is ``stale`` when the view's
+    listing now differs from what some host was answered since, or from what the
+    last notice told of. Listings are compared by value: the same entries are
+    the same objects, so an unchanged listing compares in one pass of identity
+    checks. Synchronous; atomic under trio.
     """
 
     def __init__(self, view: CatalogView) -> None:
         self._view = view
-        self._since_told: dict[Kind, list[Listing]] = {}
+        self._answered: dict[Kind, list[Listing]] = {}
+        self._told: dict[Kind, Listing] = {}
 
     def answered(self, kind: Kind) -> None:
         """A host was just answered the view's list of ``kind`` as it is now."""
         listing = self._view.listed(kind)
-        held = self._since_told.setdefault(kind, [])
+        held = self._answered.setdefault(kind, [])
         if not any(known is listing for known in held):
             held.append(listing)
 
     def stale(self, kind: Kind) -> bool:
-        """Whether some host holds a list of ``kind`` that differs from the view's now (and was not told so)."""
+        """Whether the view's listing of ``kind`` differs from what its hosts were answered or last told of."""
         now = self._view.listed(kind)
-        return any(listing != now for listing in self._since_told.get(kind, ()))
+        told = self._told.get(kind)
+        return (told is not None and told != now) or any(listing != now for listing in self._answered.get(kind, ()))
 
     def told(self, kinds: set[Kind]) -> None:
-        """The hosts were told ``kinds`` changed: until they list again, there is nothing more to tell them."""
+        """The hosts were told ``kinds`` changed: that, as the view lists it now, is what they know."""
         for kind in kinds:
-            self._since_told.pop(kind, None)
+            self._answered.pop(kind, None)
+            self._told[kind] = self._view.listed(kind)
 
 
 class ChangeNotices:

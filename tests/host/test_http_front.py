@@ -247,6 +247,8 @@ async def _change_until_noticed(hosts: list[Host], change: Callable[[str], Await
     for attempt in range(1, NOTICE_ATTEMPTS + 1):
         name = f"t_{attempt}"
         seen = [host.notices for host in hosts]
+        for host in hosts:
+            await host.tool_names()  # a host is told of changes to what it holds (I22): it lists first
         await change(name)
         with trio.move_on_after(NOTICE_WAIT_SEC):
             for host, before in zip(hosts, seen, strict=True):
