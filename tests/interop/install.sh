@@ -7,7 +7,11 @@
 #   * mcp-server-time (PyPI) into its own venv tests/interop/.venv-time, from requirements-time.txt
 #     (it needs the mcp SDK 1.x, which conflicts with the project's mcp==2.3.0);
 #   * mcp-server-git and mcp-server-fetch (PyPI) into tests/interop/.venv-servers, from
-#     requirements-servers.txt (their own venv keeps GitPython, lxml ... out of the project's).
+#     requirements-servers.txt (their own venv keeps GitPython, lxml ... out of the project's);
+#   * Claude Code (npm, the host tests/hosts drives) into tests/hosts/node_modules, from tests/hosts/package-lock.json.
+#     Its own lock and stamp: its native binary (~245 MB, the one optional dependency that matches this platform) is
+#     not fetched again when a server pin above changes. --ignore-scripts: its postinstall only copies that binary
+#     over a placeholder, and the tests run the platform package's binary directly.
 # The search bench's part adds ~4 s to npm ci and ~12 s of pip from empty caches (bench/RESULTS.md, issue 26).
 # Idempotent: each part is skipped while its stamp matches its lock file. Exits non-zero on any failure.
 set -euo pipefail
@@ -33,6 +37,15 @@ else
     rm -rf node_modules
     npm ci --no-audit --no-fund --loglevel=error
     stamp_of package-lock.json >node_modules/.interop-stamp
+fi
+
+if fresh ../hosts/node_modules/.hosts-stamp ../hosts/package-lock.json; then
+    echo "== hosts: Claude Code already installed"
+else
+    echo "== hosts: npm ci --ignore-scripts (Claude Code, pinned by tests/hosts/package-lock.json)"
+    rm -rf ../hosts/node_modules
+    (cd ../hosts && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    stamp_of ../hosts/package-lock.json >../hosts/node_modules/.hosts-stamp
 fi
 
 python_servers() {  # python_servers VENV REQUIREMENTS EXECUTABLE WHAT: one pinned venv, skipped while fresh
