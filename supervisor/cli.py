@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from supervisor._version import __version__
@@ -140,6 +141,7 @@ async def _start_early_then(settings: Settings, command: str, *args: Any) -> int
 
                 early.release_cpus()
                 await serve(settings, early, view=args[0])
+                _leaving()
                 return EXIT_OK
             from supervisor.commands import oneshot  # noqa: PLC0415  (the same import)
 
@@ -185,19 +187,36 @@ def _terminate_unwinds_like_interrupt() -> Iterator[None]:
     (I11). Unwinding instead runs ``early_servers``' exit, which terminates and
     reaps them. Only where trio installed its SIGINT handler (the main thread):
     that handler raises only where trio can take it, else delivers it at the
-    next checkpoint.
+    next checkpoint. It takes SIGINT only (it asserts so), so SIGTERM reaches it
+    as SIGINT.
+
+    Once the command is done (``_leaving``), both signals are ignored: what is
+    left is the bounded cleanup and the exit, and a host's second signal (Claude
+    Code sends SIGTERM 100 ms after SIGINT) must not cut the cleanup short.
     """
     interrupt = signal.getsignal(signal.SIGINT)
     if not callable(interrupt) or interrupt is signal.default_int_handler:
         yield
         return
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    handler = interrupt
+
+    def as_interrupt(signum: int, frame: FrameType | None) -> None:
+        handler(signal.SIGINT, frame)
+
+    previous = signal.signal(signal.SIGTERM, as_interrupt)
     if _interrupts_ignored:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if signal.getsignal(signal.SIGTERM) is as_interrupt:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _leaving() -> None:
+    """The command is done: ignore SIGINT and SIGTERM for the bounded cleanup and exit that are left."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _chosen_view(settings: Settings, view: str | None) -> str | None:
