@@ -338,7 +338,7 @@ class CatalogSync:
         for withheld_kind, raw in verdict.withheld:
             transform = self._transforms.get(raw) if withheld_kind == "tool" else None
             if withheld_kind == kind and public_name == public_name_of(
-                self.name, raw, namespace=self.settings.namespace, transform=transform
+                self.name, raw, namespace=self.settings.namespace, transform=transform, rule=self._registry.rule
             ):
                 return self._pins.withheld_reason(withheld_kind, raw) if self._pins is not None else None
         return None

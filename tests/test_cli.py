@@ -98,11 +98,12 @@ async def test_import_converts_an_mcp_json_into_toml_that_check_accepts(tmp_path
 
 
 async def test_run_serves_the_bundled_demo_settings_offline() -> None:
+    # The bundled settings set no [supervisor.names]: the default names, <server>__<tool>.
     with trio.fail_after(BOUND_SEC):
         async with open_host(REPO_ROOT / "settings.toml") as host:
-            names = await host.wait_tools(lambda names: "mcp__demo__echo" in names)
-            assert "mcp__clock__now" in names
-            assert text_of(await host.call("mcp__demo__echo", {"text": "offline"})) == "offline"
+            names = await host.wait_tools(lambda names: "demo__echo" in names)
+            assert "clock__now" in names
+            assert text_of(await host.call("demo__echo", {"text": "offline"})) == "offline"
         assert host.exit_code == 0
 
 

@@ -99,7 +99,7 @@ async def test_I10_a_reload_revives_a_server_that_gave_up(autojump_clock: trio.t
             assert changes == ["a: restarted (it had failed)"]
             await supervisor.wait_first_attempts()
             assert supervisor.statuses()[0].state == "ready"
-            assert [t.public_name for t in supervisor.registry.owned_by("a")] == ["mcp__a__echo"]
+            assert [t.public_name for t in supervisor.registry.owned_by("a")] == ["a__echo"]
 
 
 async def test_a_reload_restarts_only_changed_servers_and_keeps_their_tools_listed_meanwhile(
@@ -119,7 +119,7 @@ async def test_a_reload_restarts_only_changed_servers_and_keeps_their_tools_list
             assert len(a.connect_times) == 1, "an unchanged server is left alone"
             assert len(b.connect_times) == 2
             # The host never saw b's tools disappear: old set, then new set.
-            assert seen == [["mcp__a__echo", "mcp__b__add", "mcp__b__sub"]]
+            assert seen == [["a__echo", "b__add", "b__sub"]]
 
 
 async def test_a_reload_withdraws_removed_and_disabled_servers_and_starts_new_ones(
@@ -138,7 +138,7 @@ async def test_a_reload_withdraws_removed_and_disabled_servers_and_starts_new_on
                 "c: started",
             ]
             await supervisor.wait_first_attempts()
-            assert [t.name for t in supervisor.registry.tools()] == ["mcp__c__echo"]
+            assert [t.name for t in supervisor.registry.tools()] == ["c__echo"]
             assert [s.state for s in supervisor.statuses()] == ["disabled", "ready"]
             assert fakes["a"].session is None and fakes["b"].session is None, "stopped servers are disconnected"
 
@@ -177,7 +177,7 @@ async def test_status_and_metrics_keep_answering_while_a_removed_server_is_stopp
             gate.set()
             await trio.testing.wait_all_tasks_blocked()
             assert [(s.name, s.state) for s in supervisor.statuses()] == [("b", "ready")]
-            assert [t.name for t in supervisor.registry.tools()] == ["mcp__b__add"]
+            assert [t.name for t in supervisor.registry.tools()] == ["b__add"]
 
 
 async def test_a_call_to_a_restarting_server_fails_fast_saying_so_instead_of_unknown_tool(
@@ -191,7 +191,7 @@ async def test_a_call_to_a_restarting_server_fails_fast_saying_so_instead_of_unk
             nursery.start_soon(supervisor.reload, _settings(_server("a", args=["--new"])))
             await trio.testing.wait_all_tasks_blocked()
             assert a.closing
-            routed = supervisor.route("mcp__a__echo")
+            routed = supervisor.route("a__echo")
             assert routed is not None, "a still-listed tool is never an unknown tool"
             tool_, actor = routed
             with pytest.raises(UpstreamUnavailable, match=r"server 'a' is restarting") as caught:
@@ -201,7 +201,7 @@ async def test_a_call_to_a_restarting_server_fails_fast_saying_so_instead_of_unk
             gate.set()
             await trio.testing.wait_all_tasks_blocked()  # the reload finishes and starts the new actor
             await supervisor.wait_first_attempts()
-            routed = supervisor.route("mcp__a__echo")
+            routed = supervisor.route("a__echo")
             assert routed is not None
             served = await routed[1].call_tool("echo", {})
             assert isinstance(served, types.CallToolResult) and served.content, "the new actor serves it"

@@ -49,7 +49,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 import mcp_types as types
 
-from supervisor.catalog.naming import public_name, public_tool_name
+from supervisor.catalog.naming import MCP_RULE, NameRule, public_name
 from supervisor.catalog.transforms import ToolTransform
 from supervisor.errors import RegistryConflict
 
@@ -185,9 +185,12 @@ class Registry:
         on_change: Called (synchronously) after every mutation that changed the
             host-visible catalog. It must not block; the Front uses it to wake
             its coalescing notifier, which reads ``versions`` to see which kinds moved.
+        rule: How public names are made (``[supervisor.names]``; the default is
+            today's ``mcp__<server>__<name>``, which the Supervisor replaces with the settings').
     """
 
-    def __init__(self, *, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, *, on_change: Callable[[], None] | None = None, rule: NameRule = MCP_RULE) -> None:
+        self.rule = rule
         self._tools: _Catalog[types.Tool] = _Catalog()
         self._prompts: _Catalog[types.Prompt] = _Catalog()
         self._resources: _Catalog[types.Resource] = _Catalog()
@@ -305,7 +308,8 @@ class Registry:
             DuplicateName: A tool or prompt listing names one raw name twice; nothing changed.
         """
         built = {
-            kind: self._build(owner, kind, listing, namespace, transforms or {}) for kind, listing in listings.items()
+            kind: self._build(owner, kind, listing, namespace=namespace, transforms=transforms or {}, rule=self.rule)
+            for kind, listing in listings.items()
         }
         results: dict[Kind, SwapResult] = {}
         changed = False
@@ -384,7 +388,13 @@ class Registry:
 
     @staticmethod
     def _build(
-        owner: str, kind: Kind, listing: Iterable[Definition], namespace: bool, transforms: Mapping[str, ToolTransform]
+        owner: str,
+        kind: Kind,
+        listing: Iterable[Definition],
+        *,
+        namespace: bool,
+        transforms: Mapping[str, ToolTransform],
+        rule: NameRule,
     ) -> dict[str, Registered[Any]]:
         generation: dict[str, Registered[Any]] = {}
         # Handed over (OwnedListing): kept as it is; otherwise never share with the caller.
@@ -407,7 +417,7 @@ class Registry:
             transform = transforms.get(raw) if kind == "tools" else None
             if transform is not None and not transform.enabled:
                 continue
-            public = public_name_of(owner, raw, namespace=namespace, transform=transform)
+            public = public_name_of(owner, raw, namespace=namespace, transform=transform, rule=rule)
             if public in generation:
                 # A hash collision, two raw names that sanitize alike, or an override naming another tool.
                 raise DuplicateName(f"server {owner!r}: {kind} collide on the public name {public!r}")
@@ -416,7 +426,9 @@ class Registry:
         return generation
 
 
-def public_name_of(owner: str, raw: str, *, namespace: bool, transform: ToolTransform | None = None) -> str:
+def public_name_of(
+    owner: str, raw: str, *, namespace: bool, transform: ToolTransform | None = None, rule: NameRule = MCP_RULE
+) -> str:
     """The public name ``raw`` of ``owner`` is listed under (a tool's ``name`` override applied)."""
     shown = transform.public_name if transform is not None and transform.public_name else raw
-    return public_tool_name(owner, shown) if namespace else public_name(owner, shown, namespace=False)
+    return public_name(owner, shown, namespace=namespace, rule=rule)

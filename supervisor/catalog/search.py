@@ -74,6 +74,7 @@ from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, Final
 
+from supervisor.catalog.naming import tool_part
 from supervisor.catalog.registry import RegisteredTool
 
 K1: Final = 2.0
@@ -247,7 +248,7 @@ def tool_terms(entry: RegisteredTool) -> Sequence[str]:
     tool = entry.shown
     # The public name without its "mcp__<server>__" prefix, split at "_" and "-" before the
     # lookup (a name is unique, its words are not); the server's name counts as text.
-    name = entry.key.removeprefix(f"mcp__{entry.owner}__").replace("_", " ").replace("-", " ")
+    name = tool_part(entry.key, entry.owner).replace("_", " ").replace("-", " ")
     made = list(chain.from_iterable(map(_token_terms, name.split())))
     made *= NAME_WEIGHT
     if tool.title:

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from supervisor.catalog.naming import tool_part
 from supervisor.catalog.registry import RegisteredTool
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def embedding_text(entry: RegisteredTool, about: Mapping[str, str] | None = None
     """What is embedded for ``entry``: server, what the server does, name in words, title, first sentence."""
     tool = entry.shown
     about_server = (about or {}).get(entry.owner, "")
-    name = entry.key.removeprefix(f"mcp__{entry.owner}__")
+    name = tool_part(entry.key, entry.owner)
     parts = [f"{entry.owner}: {about_server}".strip() if about_server else entry.owner, words_of(name)]
     if tool.title:
         parts.append(tool.title)

@@ -42,6 +42,7 @@ from typing import Any, Final
 
 import mcp_types as types
 
+from supervisor.catalog.naming import other_form
 from supervisor.catalog.registry import ALL_KINDS, Kind, Registered, RegisteredPrompt, RegisteredTool, Registry
 from supervisor.catalog.search import ToolIndex
 from supervisor.catalog.semantic import VectorIndex
@@ -57,6 +58,11 @@ CALL_TOOL: Final = "call_tool"
 
 def _compile(globs: Collection[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(glob)})" for glob in globs)) if globs else None
+
+
+def _matches(pattern: re.Pattern[str], public_name: str) -> bool:
+    """Whether a glob matches the name in either form (``mcp__files__*`` still matches ``files__read``)."""
+    return pattern.fullmatch(public_name) is not None or pattern.fullmatch(other_form(public_name)) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +104,9 @@ class ViewRules:
         return self.servers is None or server in self.servers
 
     def shows_tool(self, public_name: str) -> bool:
-        if self.allow is not None and self.allow.fullmatch(public_name) is None:
+        if self.allow is not None and not _matches(self.allow, public_name):
             return False
-        return self.deny is None or self.deny.fullmatch(public_name) is None
+        return self.deny is None or not _matches(self.deny, public_name)
 
 
 EVERYTHING: Final = ViewRules("")
@@ -252,7 +258,7 @@ class CatalogView:
             return held.entries
         if self._listed is None or self._listed[0] != held.version:
             pattern = self._rules.always_visible
-            shown = [e for e in held.entries if pattern is not None and pattern.fullmatch(e.key)]
+            shown = [e for e in held.entries if pattern is not None and _matches(pattern, e.key)]
             own = {entry.key for entry in self._own}
             listed = [e for e in shown if e.key not in own] + self._own
             self._listed = (held.version, sorted(listed, key=lambda entry: entry.key))

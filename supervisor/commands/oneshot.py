@@ -33,7 +33,7 @@ import trio
 from mcp import MCPError
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
-from supervisor.catalog.naming import PREFIX
+from supervisor.catalog.naming import other_form
 from supervisor.catalog.token_estimate import BYTES_PER_TOKEN, estimate_tokens
 from supervisor.compat.oauth import LoginRequired
 from supervisor.config.models import Settings
@@ -172,7 +172,8 @@ async def _call_once(
         with trio.move_on_after(supervisor.startup_bound_sec + 1):
             await supervisor.wait_first_attempts()
         try:
-            routed = supervisor.route(public_name)
+            # The other form names the same tool (mcp__demo__echo for demo__echo): a name from older notes works too.
+            routed = supervisor.route(public_name) or supervisor.route(other_form(public_name))
             if routed is None:
                 print(f"mcp-supervisor: {_unknown_tool(supervisor, public_name)}", file=sys.stderr)
                 return EXIT_RUNTIME
@@ -194,7 +195,8 @@ async def _call_once(
 def _unknown_tool(supervisor: Supervisor, public_name: str) -> str:
     """Why ``public_name`` routes nowhere: its server is parked (and what to run), or the name is unknown."""
     for actor in supervisor.actors.values():
-        if public_name.startswith(f"{PREFIX}{actor.name}__") and actor.status.state in ("needs_login", "failed"):
+        own = f"{supervisor.registry.rule.prefix}{actor.name}__"
+        if public_name.startswith(own) and actor.status.state in ("needs_login", "failed"):
             return f"{public_name}: {actor.status.unavailable_message()}"
     known = ", ".join(tool.name for tool in supervisor.registry.tools()[:20]) or "none"
     return f"unknown tool {public_name!r}; known tools: {known}"

@@ -32,8 +32,6 @@ from supervisor.config.values import (
 from supervisor.errors import ConfigError
 
 _MAX_TTL_MS = 86_400_000
-MAX_PUBLIC_NAME: Final = 64
-"""DESIGN §3.3: a public tool name has at most 64 characters."""
 DEFAULT_MAX_TOOLS: Final = 2000
 _STDIO_ONLY = ("args", "env", "cwd")
 _HTTP_ONLY = ("bearer_token_env_var", "http_headers", "oauth", "http_transport")
@@ -266,17 +264,12 @@ class ServerSettings(_Inheritable):
         return self
 
     def _check_tool_names(self, where: str) -> None:
-        """Override names must make public names of at most 64 characters, and no two the same."""
+        """No two override names the same (their length is checked with ``[supervisor.names]``, in ``Settings``)."""
         taken: dict[str, str] = {}
         for raw, transform in self.tools.items():
             if transform.name is None:
                 continue
-            public = f"mcp__{self.name}__{transform.name}" if self.namespace else transform.name
-            if len(public) > MAX_PUBLIC_NAME:
-                raise ValueError(
-                    f"{where}: tools.{raw}.name makes the public name {public!r}, {len(public)} characters; "
-                    f"public names have at most {MAX_PUBLIC_NAME}: shorten it"
-                )
+            public = transform.name
             if public in taken:
                 raise ValueError(
                     f"{where}: tools.{raw}.name and tools.{taken[public]}.name are both {transform.name!r}"

@@ -9,6 +9,8 @@ import pytest
 
 from supervisor.catalog.registry import DuplicateName, Registry
 from supervisor.catalog.transforms import ToolTransform, compile_transforms, transform_warnings
+from supervisor.config.models import Settings, SupervisorSection
+from supervisor.config.names import NamesSettings
 from supervisor.config.servers import ServerSettings
 from supervisor.config.transforms import ToolTransformSettings
 
@@ -158,8 +160,14 @@ def test_a_transform_table_that_cannot_work_is_refused_naming_the_key(table: dic
 
 
 def test_an_override_too_long_for_a_public_name_or_used_twice_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"tools\.a\.name makes the public name"):
-        ServerSettings(name="gh", command="x", tools={"a": ToolTransformSettings(name="n" * 60)})
+    long_name = {"a": ToolTransformSettings(name="n" * 60)}
+    with pytest.raises(ValueError, match=r"mcp_servers\.gh\.tools\.a\.name makes the public name"):
+        Settings(mcp_servers={"gh": ServerSettings(name="gh", command="x", tools=long_name)})
+    # The length counts the host's prefix: 44 characters fit the short form's 48, not under a 30-character host prefix.
+    fits = {"gh": ServerSettings(name="gh", command="x", tools={"a": ToolTransformSettings(name="n" * 40)})}
+    assert Settings(mcp_servers=fits).supervisor.names.limit == 48
+    with pytest.raises(ValueError, match=r"with \[supervisor.names\] public names have at most 34"):
+        Settings(supervisor=SupervisorSection(names=NamesSettings(host_prefix="h" * 30)), mcp_servers=fits)
     with pytest.raises(ValueError, match=r"tools\.b\.name and tools\.a\.name are both 'same'"):
         ServerSettings(
             name="gh",

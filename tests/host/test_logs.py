@@ -106,7 +106,7 @@ async def test_a_flood_of_failed_calls_to_a_down_server_logs_one_warning_per_win
     # A handshake-era host's request: enough of a context for the Front to route and fail the call.
     fields = {"request_id": None, "protocol_version": "2025-11-25", "meta": None, "params": None}
     ctx = cast("ServerRequestContext[Any]", SimpleNamespace(session=SimpleNamespace(_connection=object()), **fields))
-    params = types.CallToolRequestParams(name="mcp__a__echo", arguments={})
+    params = types.CallToolRequestParams(name="a__echo", arguments={})
     with trio.fail_after(BOUND_SEC):
         async with trio.open_nursery() as nursery:
             await nursery.start(supervisor.run)
