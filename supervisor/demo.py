@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 from mcp.server import Server
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
@@ -43,6 +44,7 @@ __all__ = ["DemoServer", "main"]
 
 SERVER_NAME = "mcp-supervisor-demo"
 SERVER_VERSION = "0.1.0"
+CATALOG_TTL_MS = 300_000
 
 
 def _schema(**properties: str) -> dict[str, Any]:
@@ -101,6 +103,9 @@ class DemoServer:
         return Server(
             self.name,
             version=SERVER_VERSION,
+            # Its list changes only by add_tool / remove_tool, which announce it: a client may keep it five minutes
+            # (a 2026-era server that declares nothing says 0, and nothing is reused across a restart).
+            cache_hints={"tools/list": CacheHint(ttl_ms=CATALOG_TTL_MS)},
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             on_subscriptions_listen=ListenHandler(self.bus),

@@ -23,6 +23,13 @@ What the SDK cannot do alone, this module does:
   is removed. The counter lives here, not in a ``Client``, so the rule holds
   across client generations.
 
+**Catalogs on disk.** With ``backend = "file"`` (the default) every store is
+also kept in a file under the state directory (``catalog.cache_files``, run by
+``run``): a fresh sidecar loads a server's file when its first generation is
+configured, with the identity that wrote it on record, so a cold start's first
+sync may reuse it (``first_sync_mode`` is ``use``) under the same rules as a
+reconnect.
+
 **The fleet store (I14).** With ``[supervisor.catalog_store] backend =
 "redis"`` the cache becomes a real actor (``run``): a ``FleetLink``
 (:mod:`supervisor.fleet.sync`) with an outbox carries every Redis side effect
@@ -52,6 +59,8 @@ from typing import Final, Literal
 import trio
 from mcp.client.caching import CacheConfig, CacheEntry, CacheKey, CacheMode
 
+from supervisor.catalog.cache_files import DiskMirror
+from supervisor.catalog.disk import CatalogFiles
 from supervisor.catalog.registry import Kind
 from supervisor.config.models import CatalogStoreSettings
 from supervisor.config.servers import ServerSettings
@@ -76,8 +85,12 @@ class ServerCacheStore:
     suspend, so each operation is atomic under trio.
     """
 
-    def __init__(self, link: FleetLink | None = None, tid: str = "") -> None:
+    def __init__(
+        self, link: FleetLink | None = None, tid: str = "", on_change: Callable[[], None] | None = None
+    ) -> None:
         self._entries: dict[CacheKey, CacheEntry] = {}
+        self._on_change = on_change
+        """Called after every change of the entries (the disk mirror's dirty mark)."""
         self.hits = 0
         """Fresh entries served, local and fleet."""
         self.fleet_hits = 0
@@ -107,24 +120,38 @@ class ServerCacheStore:
                 return fleet_entry
         return entry
 
+    @property
+    def entries(self) -> dict[CacheKey, CacheEntry]:
+        """The entries themselves (the disk mirror loads into them and reads them back)."""
+        return self._entries
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
     async def set(self, key: CacheKey, entry: CacheEntry) -> None:
         self.writes += 1
         self._entries[key] = entry
+        self._changed()
         capture = self.captures.get(key.method)
         if self._link is not None and capture is not None and self.identity is not None:
             self._link.enqueue_write((self.tid, key.method), key.partition, capture, entry, self.identity)
 
     async def delete(self, key: CacheKey) -> None:
-        self._entries.pop(key, None)
+        if self._entries.pop(key, None) is not None:
+            self._changed()
 
     async def clear(self) -> None:
         self._entries.clear()
+        self._changed()
 
     def delete_method(self, method: str) -> int:
         """Drop every entry of ``method`` (all arms, all eras); return how many were dropped."""
         doomed = [key for key in self._entries if key.method == method]
         for key in doomed:
             del self._entries[key]
+        if doomed:
+            self._changed()
         return len(doomed)
 
     def fresh_entries(self) -> list[tuple[CacheKey, float]]:
@@ -163,18 +190,28 @@ class FetchTicket:
 class CatalogCache:
     """Owns every server's store, the eviction generations and the identity ledger."""
 
-    def __init__(self, *, principal: str, store: CatalogStoreSettings | None = None) -> None:
+    def __init__(
+        self, *, principal: str, store: CatalogStoreSettings | None = None, state_dir: str | None = None
+    ) -> None:
+        """``store``: the ``[supervisor.catalog_store]`` table (None: the memory store alone); ``state_dir``: the
+        ``token_store`` setting (unset: the default state directory), where the file backend's files live."""
         self._principal = principal
         self._stores: dict[str, ServerCacheStore] = {}
         self._generations: Counter[tuple[str, str]] = Counter()
         self._writer_identity: dict[str, str] = {}
         self._stats: dict[str, CacheStats] = {}
-        self._store_settings = store if store is not None else CatalogStoreSettings()
+        self._store_settings = store if store is not None else CatalogStoreSettings(backend="memory")
         self._targets: dict[str, str] = {}
         """server -> target id (the fleet store's hash tag), as last configured."""
         self.resync: Callable[[str, CacheMode, frozenset[Kind]], None] | None = None
         """Set by the owner: ask a server's actor for a sync (a fleet eviction's re-sync)."""
         self.fleet: FleetLink | None = None
+        self.disk: DiskMirror | None = None
+        """With the file backend: every store mirrored into its file (``catalog.cache_files``)."""
+        self._loaded: dict[str, str] = {}
+        """server -> the target its file was loaded for."""
+        if self._store_settings.backend == "file":
+            self.disk = DiskMirror(CatalogFiles(state_dir, principal), identity_of=self._writer_identity.get)
         if self._store_settings.backend == "redis":
             self.fleet = FleetLink(
                 self._store_settings,
@@ -185,19 +222,21 @@ class CatalogCache:
             )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The CacheActor: with the redis backend, run the fleet link (outbox, subscriber, compare) until cancelled.
+        """The CacheActor: run the fleet link (redis: outbox, subscriber, compare) or the disk mirror until cancelled.
 
         With the memory backend there is nothing to run: it returns once started.
         """
-        if self.fleet is None:
-            task_status.started()
+        if self.fleet is not None:
+            await self.fleet.run(task_status=task_status)
             return
-        await self.fleet.run(task_status=task_status)
+        task_status.started()
+        if self.disk is not None:
+            await self.disk.run()
 
     @property
     def first_sync_mode(self) -> CacheMode:
-        """A cold start's first sync: ``use`` the fleet store (redis), else ``refresh`` (memory, I4)."""
-        return "use" if self.fleet is not None else "refresh"
+        """A cold start's first sync: ``use`` the fleet store (redis) or the files (file), else ``refresh`` (I4)."""
+        return "use" if self.fleet is not None or self.disk is not None else "refresh"
 
     async def prepare_fetch(self, server: str, method: str, mode: CacheMode, identity: str | None) -> None:
         """Before a fetch: capture the fleet generation its write is guarded by (bounded; no-op for memory)."""
@@ -218,6 +257,11 @@ class CatalogCache:
         if self._targets.get(settings.name) != tid:
             self._targets[settings.name] = tid
             self._store(settings.name).tid = tid
+        if self.disk is not None and self._loaded.get(settings.name) != settings.target:
+            self._loaded[settings.name] = settings.target
+            identity = self.disk.load(settings.name, settings.target, self._store(settings.name).entries)
+            if identity is not None:
+                self._writer_identity[settings.name] = identity
         return CacheConfig(
             store=self._store(settings.name),
             partition=self._principal,
@@ -269,6 +313,8 @@ class CatalogCache:
             return False
         if store.writes > ticket.writes_before and identity is not None:
             self._writer_identity[server] = identity
+            if self.disk is not None:
+                self.disk.changed(server)
         return True
 
     def served_from_cache(self, ticket: FetchTicket) -> bool:
@@ -291,8 +337,23 @@ class CatalogCache:
             if self.fleet is not None and reason != "fleet" and store.tid:
                 self.fleet.enqueue_evict((store.tid, method))
         self._writer_identity.pop(server, None)
+        if self.disk is not None:
+            self.disk.changed(server)
         self._stats_for(server).evictions[reason] += 1
         logger.debug("server=%s evicted %d %s entries (%s)", server, dropped, "/".join(methods), reason)
+
+    def fresh_until(self, server: str, method: str) -> float | None:
+        """When the earliest fresh entry of ``server``'s ``method`` expires (``trio.current_time()``), or None."""
+        store = self._stores.get(server)
+        if store is None:
+            return None
+        now = trio.current_time()
+        expiries = [
+            entry.expires_at
+            for key, entry in store.entries.items()
+            if key.method == method and entry.expires_at is not None and entry.expires_at > now
+        ]
+        return min(expiries) if expiries else None
 
     def describe(self, server: str) -> dict[str, object]:
         """Status fields: entries and their remaining lifetimes, hits, misses, evictions by reason."""
@@ -345,7 +406,9 @@ class CatalogCache:
     def _store(self, server: str) -> ServerCacheStore:
         store = self._stores.get(server)
         if store is None:
-            store = self._stores[server] = ServerCacheStore(self.fleet)
+            disk = self.disk
+            changed = None if disk is None else (lambda: disk.changed(server))
+            store = self._stores[server] = ServerCacheStore(self.fleet, on_change=changed)
         return store
 
     def _stats_for(self, server: str) -> CacheStats:
