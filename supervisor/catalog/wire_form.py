@@ -65,6 +65,20 @@ async def _no_wait() -> None:
     return None
 
 
+def sdk_would_refuse(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the SDK refuses this request before any handler runs (its params, or no handshake yet).
+
+    Middleware runs ahead of those checks, so an answer a middleware gives must make them first.
+    """
+    if not connection_of(ctx.session).initialize_accepted:
+        return True
+    try:
+        sdk_methods.validate_client_request(ctx.method, ctx.protocol_version, ctx.params)
+    except (ValidationError, KeyError, ValueError):
+        return True
+    return False
+
+
 class ListedTools(Protocol):
     """What the cache lists: a Registry or a view of it (``catalog.views.CatalogView``)."""
 
@@ -115,7 +129,7 @@ class ToolsListWireCache:
             self._note_host_version(ctx, result)
             return result
         version = ctx.protocol_version
-        if self._sdk_would_refuse(ctx):
+        if sdk_would_refuse(ctx):
             return await call_next(ctx)
         self._check_version()
         cached = self._by_protocol.get(version)
@@ -141,20 +155,6 @@ class ToolsListWireCache:
         version = version if isinstance(version, str) else ctx.protocol_version
         if version in SUPPORTED_PROTOCOL_VERSIONS:  # never a made-up version: the set stays small
             self._host_versions.add(version)
-
-    @staticmethod
-    def _sdk_would_refuse(ctx: ServerRequestContext[Any, Any]) -> bool:
-        """Whether the SDK refuses this request before any handler runs (its params, or no handshake yet).
-
-        Middleware runs ahead of those checks, so an answer given here must make them first.
-        """
-        if not connection_of(ctx.session).initialize_accepted:
-            return True
-        try:
-            sdk_methods.validate_client_request(_METHOD, ctx.protocol_version, ctx.params)
-        except (ValidationError, KeyError, ValueError):
-            return True
-        return False
 
     def answer(self, version: str) -> dict[str, Any] | None:
         """The first-page answer in ``version`` for the Registry as it is now; None if the SDK must build it."""
@@ -235,3 +235,19 @@ class ToolsListWireCache:
             form["name"] = entry.key
             entry.wire[version] = form
         self.forms_made += len(missing)
+
+
+def prompts_answer(prompts: list[types.Prompt], version: str, stamp: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The first-page ``prompts/list`` answer in ``version`` as the SDK's pipeline makes it (sieve, then stamp).
+
+    What the view snapshot keeps for the prelude (``host.stdio.snapshots``); few prompts, so nothing is kept per entry.
+
+    Raises:
+        pydantic.ValidationError, KeyError, ValueError: A prompt does not fit the version's surface.
+    """
+    dumped = types.ListPromptsResult(prompts=prompts).model_dump(by_alias=True, mode="json", exclude_none=True)
+    answer = sdk_methods.serialize_server_result("prompts/list", version, dumped)
+    if version in MODERN_PROTOCOL_VERSIONS:
+        answer.setdefault("resultType", "complete")
+        answer["_meta"] = {**answer.get("_meta", {}), SERVER_INFO_META_KEY: stamp()}
+    return answer

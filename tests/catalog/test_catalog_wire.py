@@ -227,4 +227,4 @@ async def test_the_front_makes_new_forms_as_servers_swap_in_so_the_first_answer_
             answer = await _first_page(cache)
             nursery.cancel_scope.cancel()
     assert cache.forms_made == 2, "the answer made no form of its own"
-    assert [t["name"] for t in answer["tools"]] == ["mcp__a__1", "mcp__a__2"]
+    assert [t["name"] for t in answer["tools"]] == ["a__1", "a__2"]

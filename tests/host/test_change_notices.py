@@ -60,7 +60,12 @@ class _Scene:
         self.hosts = _Counted()
         cache = ToolsListWireCache(self.view, settled=lambda: True, stamp=dict)
         self.notices = ChangeNotices(
-            self.view, self.changed, cast(Any, self.hosts), cast(Any, self.hosts), cache, self.received
+            self.view,
+            self.changed,
+            cast(Any, self.hosts),
+            cast(Any, self.hosts),
+            tools_list_cache=cache,
+            received=self.received,
         )
 
     def list_tools(self) -> list[str]:
