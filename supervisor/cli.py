@@ -18,12 +18,10 @@ import json
 import logging
 import math
 import os
-import signal
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from supervisor._version import __version__
@@ -85,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         import trio  # noqa: PLC0415
 
-        _let_trio_take_interrupts()
+        from supervisor.launch import let_trio_take_interrupts, start_early_then  # noqa: PLC0415  (no SDK)
+
+        let_trio_take_interrupts()
         match command:
             case "login":
                 from supervisor.commands.login import login  # noqa: PLC0415
@@ -102,18 +102,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from supervisor.pins.store import check_pin_files  # noqa: PLC0415
 
                 check_pin_files(settings)  # a damaged pin file stops the start, naming the file
-                return trio.run(_start_early_then, settings, "run", view)
+                return trio.run(start_early_then, settings, "run", view)
             case "tools":
                 view = _chosen_view(settings, args.view)
                 if args.tokens:
-                    return trio.run(_start_early_then, settings, "tokens", view)
-                return trio.run(_start_early_then, settings, "tools", args.json, view)
+                    return trio.run(start_early_then, settings, "tokens", view)
+                return trio.run(start_early_then, settings, "tools", args.json, view)
             case "pins":
                 tool = getattr(args, "tool", None)
-                return trio.run(_start_early_then, settings, "pins", args.pins_action, args.server, tool)
+                return trio.run(start_early_then, settings, "pins", args.pins_action, args.server, tool)
             case "call":
                 arguments = parse_tool_arguments(args.arguments)  # a usage error before anything starts
-                return trio.run(_start_early_then, settings, "call", args.tool, arguments, args.no_input)
+                return trio.run(start_early_then, settings, "call", args.tool, arguments, args.no_input)
     except ConfigError as exc:
         print(f"mcp-supervisor: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -123,100 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_RUNTIME
     raise AssertionError(f"unhandled command {command!r}")
-
-
-async def _start_early_then(settings: Settings, command: str, *args: Any) -> int:
-    """``run``, ``tools``, ``call``: start the stdio servers, import the SDK while they start, then the command.
-
-    The early start is ``upstream.spawn``'s: the first connection attempt of each
-    server takes its process. ``run`` serves until stopped; ``tools`` and
-    ``call`` connect once (``oneshot``).
-    """
-    from supervisor.upstream.spawn import early_servers  # noqa: PLC0415  (trio and the settings only: no SDK)
-
-    with _terminate_unwinds_like_interrupt():
-        async with early_servers(settings) as early:
-            if command == "run":
-                from supervisor.serve import serve  # noqa: PLC0415  (~0.65 s of one CPU: the servers start meanwhile)
-
-                early.release_cpus()
-                await serve(settings, early, view=args[0])
-                _leaving()
-                return EXIT_OK
-            from supervisor.commands import oneshot  # noqa: PLC0415  (the same import)
-
-            early.release_cpus()
-            if command == "tools":
-                return await oneshot.tools(settings, *args, early=early)
-            if command == "tokens":
-                return await oneshot.tokens(settings, *args, early=early)
-            if command == "pins":
-                from supervisor.commands.pins import pins  # noqa: PLC0415  (the same import)
-
-                return await pins(settings, *args, early=early)
-            return await oneshot.call(settings, *args, early=early)
-
-
-_interrupts_ignored = False
-"""Whether SIGINT was ignored when we started (``_let_trio_take_interrupts``)."""
-
-
-def _let_trio_take_interrupts() -> None:
-    """Let ``trio.run`` install its SIGINT handler even if the harness left SIGINT ignored.
-
-    A process started in the background by a shell (``cmd &`` without job
-    control) inherits SIGINT ignored; trio then installs no handler of its own,
-    so ``_terminate_unwinds_like_interrupt`` would have none to give SIGTERM, and
-    a SIGTERM during the start would end us at once, leaving the servers started
-    early behind (I11). ``_terminate_unwinds_like_interrupt`` ignores SIGINT
-    again once it holds trio's handler: the harness's choice stands.
-    """
-    global _interrupts_ignored  # noqa: PLW0603  (one process, one start: set once, before trio.run)
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        _interrupts_ignored = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-@contextmanager
-def _terminate_unwinds_like_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like SIGINT (trio's ``KeyboardInterrupt``) until ``serve`` listens for it itself.
-
-    The early start has children running before ``serve``'s own handler
-    (``serve._stop_on_signal``) exists; SIGTERM's default action would end the
-    process at once and leave behind every child that does not exit on EOF
-    (I11). Unwinding instead runs ``early_servers``' exit, which terminates and
-    reaps them. Only where trio installed its SIGINT handler (the main thread):
-    that handler raises only where trio can take it, else delivers it at the
-    next checkpoint. It takes SIGINT only (it asserts so), so SIGTERM reaches it
-    as SIGINT.
-
-    Once the command is done (``_leaving``), both signals are ignored: what is
-    left is the bounded cleanup and the exit, and a host's second signal (Claude
-    Code sends SIGTERM 100 ms after SIGINT) must not cut the cleanup short.
-    """
-    interrupt = signal.getsignal(signal.SIGINT)
-    if not callable(interrupt) or interrupt is signal.default_int_handler:
-        yield
-        return
-    handler = interrupt
-
-    def as_interrupt(signum: int, frame: FrameType | None) -> None:
-        handler(signal.SIGINT, frame)
-
-    previous = signal.signal(signal.SIGTERM, as_interrupt)
-    if _interrupts_ignored:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        if signal.getsignal(signal.SIGTERM) is as_interrupt:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _leaving() -> None:
-    """The command is done: ignore SIGINT and SIGTERM for the bounded cleanup and exit that are left."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
 
 
 def _chosen_view(settings: Settings, view: str | None) -> str | None:

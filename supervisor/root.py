@@ -57,6 +57,7 @@ from mcp_types import LoggingLevel
 
 from supervisor.calls.attribution import HostSide
 from supervisor.catalog.cache import CatalogCache
+from supervisor.catalog.naming import NameRule
 from supervisor.catalog.registry import Kind, RegisteredPrompt, RegisteredTool, Registry
 from supervisor.catalog.semantic_engine import SemanticConfig, SemanticEngine
 from supervisor.catalog.views import CatalogView, ViewRules, everything
@@ -141,8 +142,13 @@ class Supervisor:
         self.settings = settings
         self._pin_writes = pin_writes
         self.catalog_changed = ChangeSignal()
-        self.registry = Registry(on_change=self.catalog_changed.notify)
-        self.cache = CatalogCache(principal=settings.supervisor.principal, store=settings.supervisor.catalog_store)
+        names = settings.supervisor.names
+        self.registry = Registry(on_change=self.catalog_changed.notify, rule=NameRule(names.prefix, names.limit))
+        self.cache = CatalogCache(
+            principal=settings.supervisor.principal,
+            store=settings.supervisor.catalog_store,
+            state_dir=settings.supervisor.token_store,
+        )
         self.cache.resync = self._fleet_resync
         self.pin_store = self._pin_store(settings)
         """Every server's pinned definitions (issue 27); ``pin_writes=False`` judges without writing (``pins``)."""

@@ -50,17 +50,21 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Final, Protocol
 
 import trio
 from mcp_types import LoggingLevel
 
+from supervisor.catalog.disk import catalog_files, snapshot_key
 from supervisor.config.loader import interpolation_environ, load_settings
 from supervisor.config.models import Settings
 from supervisor.errors import ConfigError, SupervisorError, first_leaf
 from supervisor.host.front import Front
 from supervisor.host.relay import Relay
 from supervisor.host.stdio.link import StdioHostLink
+from supervisor.host.stdio.prelude import Prelude
+from supervisor.host.stdio.snapshots import SnapshotWriter
 from supervisor.ops.startup_heap import HeapSettler, defer_full_collections
 from supervisor.root import Supervisor
 from supervisor.telemetry.setup import Running, add_secrets
@@ -109,13 +113,17 @@ class HostLink(Protocol):
     async def close(self) -> None: ...
 
 
-async def serve(settings: Settings, early: EarlyServers | None = None, *, view: str | None = None) -> None:
+async def serve(
+    settings: Settings, early: EarlyServers | None = None, *, view: str | None = None, prelude: Prelude | None = None
+) -> None:
     """Serve the host(s) until a stop trigger; see the module docstring.
 
     ``early``: stdio servers already started (``upstream.spawn``); each first
     generation takes its own, and what is left once every first attempt is
     made is terminated. ``view``: the stdio host sees this view
     (``[views.<name>]``) only; the HTTP front serves every view at its own path.
+    ``prelude``: what answered the stdio host while the sidecar started
+    (``host.stdio.prelude``); the stdio link takes its wire over.
 
     Raises:
         SupervisorError: A listener could not be started (the first such error, unwrapped).
@@ -126,7 +134,7 @@ async def serve(settings: Settings, early: EarlyServers | None = None, *, view: 
     try:
         with defer_full_collections() as heap:
             try:
-                await _serve(settings, heap, early, view)
+                await _serve(settings, heap, early, view, prelude)
             except* SupervisorError as group:
                 raise first_leaf(group) from None
     finally:
@@ -179,7 +187,9 @@ class _Stop:
         self.event.set()
 
 
-async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | None, view: str | None) -> None:
+async def _serve(
+    settings: Settings, heap: HeapSettler, early: EarlyServers | None, view: str | None, prelude: Prelude | None
+) -> None:
     relay = Relay()
     supervisor = Supervisor(settings, host=relay, early=early)
     stop = _Stop()
@@ -202,7 +212,10 @@ async def _serve(settings: Settings, heap: HeapSettler, early: EarlyServers | No
     else:
         fronts = {view or "": Front(supervisor, relay, supervisor.views[view or ""])}
         front = fronts[view or ""]
-        link = StdioHostLink(front, stop.event, grace_sec=grace)
+        files = catalog_files(settings)
+        key = partial(snapshot_key, settings, view or "")
+        snapshots = SnapshotWriter(front, files, key) if files is not None else None
+        link = StdioHostLink(front, stop.event, grace_sec=grace, prelude=prelude, snapshots=snapshots)
     host_warnings = _HostWarnings(relay)
     logging.getLogger("supervisor").addHandler(host_warnings)
     try:

@@ -146,8 +146,15 @@ def write_settings(
         if "command" in server:
             server["env"] = {**server.get("env", {}), MARK_ENV: current_mark()}
         marked[server_name] = server
+    # The suite was written in the mcp__<server>__<tool> form ([supervisor.names] form = "mcp"); the short
+    # default has tests of its own (tests/e2e/test_names.py, tests/hosts).
     document: dict[str, Any] = {
-        "supervisor": {"log_level": "debug", "shutdown_grace_sec": scaled(2), **(supervisor or {})},
+        "supervisor": {
+            "log_level": "debug",
+            "shutdown_grace_sec": scaled(2),
+            "names": {"form": "mcp"},
+            **(supervisor or {}),
+        },
         "defaults": _deep_merge(FAST_DEFAULTS, defaults or {}),
         "mcp_servers": marked,
         **({"views": views} if views else {}),

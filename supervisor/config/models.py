@@ -24,6 +24,7 @@ from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
+from supervisor.config.names import NamesSettings
 from supervisor.config.redis_url import mask_redis_url, redis_url_problem
 from supervisor.config.servers import STRICT, DefaultsSection, ServerSettings
 from supervisor.config.telemetry import TelemetrySettings
@@ -104,14 +105,16 @@ class AdminSettings(BaseModel):
 class CatalogStoreSettings(BaseModel):
     """The ``[supervisor.catalog_store]`` table: where catalogs are cached (DESIGN I14).
 
-    ``memory`` keeps today's per-process store; ``redis`` shares catalogs across
+    ``file`` (the default) keeps each server's catalog in memory and on disk
+    under the state directory, so a fresh sidecar starts from it (issue 57);
+    ``memory`` keeps the per-process store only; ``redis`` shares catalogs across
     every sidecar that points at the same Redis. The URL may hold a password: it
     is never shown unmasked (``masked_url``).
     """
 
     model_config = STRICT
 
-    backend: Literal["memory", "redis"] = "memory"
+    backend: Literal["file", "memory", "redis"] = "file"
     url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     """``redis://``, ``rediss://`` or ``unix://``; ``${VAR}`` is expanded by the loader."""
     key_prefix: str = Field(default="mcp-supervisor", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
@@ -157,6 +160,8 @@ class SupervisorSection(BaseModel):
     catalog_store: CatalogStoreSettings = CatalogStoreSettings()
     search: SearchSettings = SearchSettings()
     """The search views' semantic index (``catalog.semantic_engine``)."""
+    names: NamesSettings = NamesSettings()
+    """The public names' form and length (``config.names``)."""
     telemetry: TelemetrySettings = TelemetrySettings()
     """OpenTelemetry (``supervisor.telemetry``); the ``OTEL_*`` environment variables configure the exporters."""
 
@@ -225,6 +230,7 @@ class Settings(BaseModel):
                     f'views.{name}.always_visible applies to catalog = "search" only (a view with catalog = "all" '
                     'lists every tool it has); remove it or set catalog = "search"'
                 )
+        self._override_names_fit()
         for index, token in enumerate(self.supervisor.front.tokens):
             for opened in token.views:
                 if opened not in self.views:
@@ -233,6 +239,21 @@ class Settings(BaseModel):
                         f"define [views.{clip(opened)}] or remove it"
                     )
         return self
+
+    def _override_names_fit(self) -> None:
+        """A transform's ``name`` makes a public name within ``[supervisor.names]``'s length (never cut)."""
+        names = self.supervisor.names
+        for server in self.mcp_servers.values():
+            for raw, transform in server.tools.items():
+                if transform.name is None:
+                    continue
+                public = f"{names.prefix}{server.name}__{transform.name}" if server.namespace else transform.name
+                if len(public) > names.limit:
+                    raise ValueError(
+                        f"mcp_servers.{server.name}.tools.{raw}.name makes the public name {public!r}, "
+                        f"{len(public)} characters; with [supervisor.names] public names have at most {names.limit}: "
+                        "shorten it (or set supervisor.names.host_prefix to what your host really puts first)"
+                    )
 
     @model_validator(mode="before")
     @classmethod

@@ -1,7 +1,9 @@
 """The Front: the one MCP server the host talks to (DESIGN §2, I13).
 
 Lists (``tools/list``, ``prompts/list``, ``resources/list``,
-``resources/templates/list``) answer from the Registry. Requests for one
+``resources/templates/list``) answer from the Registry, through the view
+(``host.lists``, which also records what each answer showed and declares
+the view's capabilities). Requests for one
 server (``tools/call``, ``prompts/get``, ``resources/read``,
 ``completion/complete``, ``resources/subscribe``) route by the Registry
 (``host.resource_routes`` for URIs) to the owning ServerActor's current generation,
@@ -66,14 +68,14 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from supervisor._version import __version__
 from supervisor.calls.attribution import CallTracker, HostCall
 from supervisor.calls.results import CallOutcome
-from supervisor.catalog.naming import PREFIX
 from supervisor.catalog.registry import RegisteredPrompt, RegisteredTool
 from supervisor.catalog.views import CatalogView
-from supervisor.catalog.wire_form import ToolsListWireCache
 from supervisor.compat.sdk import add_server_middleware, connection_of, gate_sdk_tracing
 from supervisor.errors import UpstreamError
+from supervisor.host.capabilities import instructions
 from supervisor.host.catalog_search import CatalogSearch
-from supervisor.host.change_notices import ChangeNotices, ReceivedListings
+from supervisor.host.change_notices import ChangeNotices
+from supervisor.host.lists import FrontLists
 from supervisor.host.pipeline.exchanges import ExchangeTable
 from supervisor.host.pipeline.runner import ToolCalls
 from supervisor.host.relay import Relay
@@ -142,17 +144,23 @@ class Front:
         self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
         self.tool_calls = ToolCalls(self)
         """The SDK path's tools/call handler and the fast path's runner (``host.pipeline.runner``)."""
+        self.lists = FrontLists(
+            supervisor, self.view, stamp=lambda: self.server.server_info_stamp, wait=self.wait_for_first_attempts
+        )
+        """The lists, what hosts were answered (I22), the capabilities the view declares (``host.lists``)."""
+        self.received = self.lists.received
+        self.tools_list_cache = self.lists.tools_cache
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=__version__,
-            instructions="Tools and prompts of several MCP servers, named mcp__<server>__<name>.",
+            instructions=instructions(supervisor.registry.rule.prefix),
             get_tool_input_schema=self.view.input_schema,
-            on_list_tools=self._list_tools,
+            on_list_tools=self.lists.list_tools,
             on_call_tool=self.tool_calls.call_tool,
-            on_list_prompts=self._list_prompts,
+            on_list_prompts=self.lists.list_prompts,
             on_get_prompt=self._get_prompt,
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_resource_templates,
+            on_list_resources=self.lists.list_resources,
+            on_list_resource_templates=self.lists.list_resource_templates,
             on_read_resource=self._read_resource,
             on_subscribe_resource=self._resource_subscriptions.subscribe,
             on_unsubscribe_resource=self._resource_subscriptions.unsubscribe,
@@ -166,16 +174,8 @@ class Front:
         )
         gate_sdk_tracing(self.server, sdk_span_needed)
         add_server_middleware(self.server, self._track_requests)
-        self.received = ReceivedListings(self.view)
-        """What this view's hosts were answered since they were last told of a change (I22)."""
-        self.tools_list_cache = ToolsListWireCache(
-            self.view,
-            settled=lambda: not supervisor.pending_first_attempts(),
-            stamp=lambda: self.server.server_info_stamp,
-            wait=self.wait_for_first_attempts,
-            answered=partial(self.received.answered, "tools"),
-        )
-        """Answers first-page tools/lists (the SDK-path handler ``_list_tools`` then sees only cursors)."""
+        add_server_middleware(self.server, self.lists.declare_capabilities)
+        add_server_middleware(self.server, self.lists.answer_from_disk)
         add_server_middleware(self.server, self.tools_list_cache)
         self.init_options = self.server.create_initialization_options(
             NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
@@ -190,44 +190,19 @@ class Front:
                 self._supervisor.catalog_changed,
                 self._bus,
                 self._relay.legacy,
-                self.tools_list_cache,
-                self.received,
+                tools_list_cache=self.tools_list_cache,
+                received=self.received,
+                after_change=self.lists.warn_of_undeclared,
+                started=self._supervisor.wait_first_attempts,
             )
             nursery.start_soon(notices.serve)
             nursery.start_soon(self._relay.serve_own_warnings)
             task_status.started()
 
-    # -- lists ------------------------------------------------------------------------
-
-    async def _list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        # A host that lists right after starting us sees every server that has
-        # finished its first attempt, not a half-empty catalog.
-        await self.wait_for_first_attempts()
-        self.received.answered("tools")
-        return types.ListToolsResult(tools=self.view.tools())
-
-    async def _list_prompts(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        await self.wait_for_first_attempts()
-        self.received.answered("prompts")
-        return types.ListPromptsResult(prompts=self.view.prompts())
-
-    async def _list_resources(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        await self.wait_for_first_attempts()
-        self.received.answered("resources")
-        return types.ListResourcesResult(resources=self.view.resources())
-
-    async def _list_resource_templates(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        await self.wait_for_first_attempts()
-        self.received.answered("templates")
-        return types.ListResourceTemplatesResult(resource_templates=self.view.templates())
+    @property
+    def supervisor(self) -> Supervisor:
+        """Whose Registry and actors this Front serves."""
+        return self._supervisor
 
     async def wait_for_first_attempts(self, bound_sec: float = FIRST_LIST_WAIT_SEC) -> None:
         """Wait, at most ``bound_sec`` (and never past the start-up bound), for servers still on their first attempt."""
@@ -264,7 +239,8 @@ class Front:
         for actor in self._supervisor.actors.values():
             if not self.view.shows_server(actor.name):
                 continue
-            if actor.status.state in ("needs_login", "failed") and name.startswith(f"{PREFIX}{actor.name}__"):
+            own = f"{self._supervisor.registry.rule.prefix}{actor.name}__"
+            if actor.status.state in ("needs_login", "failed") and name.startswith(own):
                 return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {actor.status.unavailable_message()}")
             if (withheld := actor.withheld_reason(kind, name)) is not None:
                 return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: {withheld}")

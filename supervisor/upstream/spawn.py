@@ -176,12 +176,13 @@ class EarlyServers:
                     _set_affinity(proc.pid, allowed)
 
     async def discard_untaken(self) -> None:
-        """Terminate and reap every process nobody took; shielded and bounded (``terminate_group``)."""
+        """Terminate and reap every process nobody took, all at once; shielded and bounded (``terminate_group``)."""
         waiting, self._waiting = self._waiting, {}
         with trio.CancelScope(shield=True):
-            for name, (_, proc) in waiting.items():
-                logger.debug("server=%s: its early process was not taken; terminating it", name)
-                await terminate_group(name, proc)
+            async with trio.open_nursery() as nursery:
+                for name, (_, proc) in waiting.items():
+                    logger.debug("server=%s: its early process was not taken; terminating it", name)
+                    nursery.start_soon(terminate_group, name, proc)
 
 
 def _affinity() -> frozenset[int] | None:

@@ -21,12 +21,14 @@ to the one task that reads its stream.
 from __future__ import annotations
 
 import logging
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
-from mcp.shared.message import SessionMessage
 
 from supervisor.wire.pipes import CUT_FROM_COPY_BYTES, Chunk, SplitRead
+
+if TYPE_CHECKING:  # the prelude reads lines with ``LineBuffer`` before the SDK is imported (``host.stdio.prelude``)
+    from mcp.shared.message import SessionMessage
 
 logger = logging.getLogger(__name__)
 

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Final
@@ -46,7 +45,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from supervisor.wire.frames import LineBuffer, encode_batch
-from supervisor.wire.pipes import DirectWrite, PipeReader, widen_pipe
+from supervisor.wire.host_pipes import HostPipes, open_host_pipes
+from supervisor.wire.pipes import DirectWrite, PipeReader
 
 __all__ = ["EOF_GRACE_SEC", "ReadStream", "Unanswered", "WriteStream", "decode_message", "open_stdio_wire"]
 
@@ -139,7 +139,7 @@ class Unanswered:
 
 
 async def _pump_wire_to_stream(
-    wire: trio.lowlevel.FdStream,
+    wire: trio.lowlevel.FdStream | HostPipes,
     out: MemoryObjectSendStream[SessionMessage | Exception],
     intercept: Intercept | None = None,
     flush: Flush | None = None,
@@ -147,6 +147,7 @@ async def _pump_wire_to_stream(
     *,
     unanswered: Unanswered | None = None,
     eof_grace_sec: float = EOF_GRACE_SEC,
+    replay: Sequence[bytes] = (),
 ) -> None:
     """Split the wire into lines and deliver each as a parsed message (or its parse error).
 
@@ -155,12 +156,18 @@ async def _pump_wire_to_stream(
     the server, so what ``intercept`` batched never waits on anything.
     ``linger``, asked before each read, says how long to wait before reading.
     At EOF, ``out`` stays open until every request read is answered, or for
-    ``eof_grace_sec``.
+    ``eof_grace_sec``. ``wire`` may be the host pipes a prelude read from: their
+    reader and line buffer go on where it stopped, after the lines it left
+    (``replay``), which are delivered first, as if just read.
     """
-    lines = LineBuffer()  # no cap: the host is the party this process serves
-    reader = PipeReader(wire, _READ_CHUNK_BYTES)
+    if isinstance(wire, HostPipes):
+        lines, reader = wire.lines, wire.reader
+    else:
+        lines, reader = LineBuffer(), PipeReader(wire, _READ_CHUNK_BYTES)  # no cap: the host is the party we serve
     unanswered = Unanswered() if unanswered is None else unanswered
     async with out:
+        if replay and not await _deliver_lines(iter(replay), out, intercept, flush, unanswered):
+            return
         while True:
             try:
                 chunk = await reader.receive(linger() if linger is not None else 0.0)
@@ -170,23 +177,41 @@ async def _pump_wire_to_stream(
                 await _answers_before_eof(unanswered, eof_grace_sec)
                 return  # EOF: closing `out` ends the server's read loop.
             lines.feed(chunk)
-            while (line := lines.next_line()) is not None:
-                if not line.strip() or (intercept is not None and intercept(line)):
-                    continue
-                item: SessionMessage | Exception
-                try:
-                    item = SessionMessage(decode_message(line))
-                except Exception as exc:  # a parse error travels to the server as a value
-                    item = exc
-                if flush is not None:
-                    flush()
-                unanswered.saw(item)
-                try:
-                    await out.send(item)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    return
-            if flush is not None:
-                flush()
+            if not await _deliver_lines(_lines_of(lines), out, intercept, flush, unanswered):
+                return
+
+
+def _lines_of(lines: LineBuffer) -> Iterator[bytes]:
+    while (line := lines.next_line()) is not None:
+        yield line
+
+
+async def _deliver_lines(
+    lines: Iterator[bytes],
+    out: MemoryObjectSendStream[SessionMessage | Exception],
+    intercept: Intercept | None,
+    flush: Flush | None,
+    unanswered: Unanswered,
+) -> bool:
+    """Deliver each of ``lines`` (those ``intercept`` does not take) to ``out``; False once ``out`` is closed."""
+    for line in lines:
+        if not line.strip() or (intercept is not None and intercept(line)):
+            continue
+        item: SessionMessage | Exception
+        try:
+            item = SessionMessage(decode_message(line))
+        except Exception as exc:  # a parse error travels to the server as a value
+            item = exc
+        if flush is not None:
+            flush()
+        unanswered.saw(item)
+        try:
+            await out.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False
+    if flush is not None:
+        flush()
+    return True
 
 
 async def _answers_before_eof(unanswered: Unanswered, grace_sec: float) -> None:
@@ -248,6 +273,8 @@ async def open_stdio_wire(
     *,
     unanswered: Unanswered | None = None,
     eof_grace_sec: float = EOF_GRACE_SEC,
+    pipes: HostPipes | None = None,
+    replay: Sequence[bytes] = (),
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP frames over this process's stdin/stdout, cancellably.
 
@@ -264,50 +291,60 @@ async def open_stdio_wire(
         unanswered: The requests read and not answered yet (a splice that
             answers requests itself shares it); a fresh one by default.
         eof_grace_sec: How long the end of input waits for their answers.
+        pipes: The host pipes (``wire.host_pipes``) a prelude already read
+            from: borrowed, not closed; the reader goes on from their state.
+            None: stdin and stdout are taken over for the block.
+        replay: Lines read before (by the prelude), delivered first.
 
     Yields:
         `(read, write)`: `read` yields each incoming `SessionMessage` (or the
         exception raised parsing a malformed line); `write` accepts outgoing
         messages. Pass both to `Server.run`, which closes them.
     """
-    saved_stdin = os.dup(0)
-    saved_stdout = os.dup(1)
-    wire_in = trio.lowlevel.FdStream(os.dup(0))
-    wire_out = trio.lowlevel.FdStream(os.dup(1))
-    for pipe in (wire_in, wire_out):
-        widen_pipe(pipe)  # a pipe's capacity can be set from either end; a large answer then crosses in one write
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.dup2(2, 1)
+    serve = partial(
+        _serve_pipes,
+        hooks=(intercept, direct, flush, linger),
+        unanswered=Unanswered() if unanswered is None else unanswered,
+        eof_grace_sec=eof_grace_sec,
+        replay=replay,
+    )
+    if pipes is not None:
+        async with serve(pipes) as streams:
+            yield streams
+        return
+    async with open_host_pipes() as owned, serve(owned) as streams:
+        yield streams
+
+
+@asynccontextmanager
+async def _serve_pipes(
+    pipes: HostPipes,
+    *,
+    hooks: tuple[Intercept | None, DirectWrite | None, Flush | None, Linger | None],
+    unanswered: Unanswered,
+    eof_grace_sec: float,
+    replay: Sequence[bytes],
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """The reader and writer tasks over ``pipes`` for the block (``open_stdio_wire``'s own part)."""
+    intercept, direct, flush, linger = hooks
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     drained = trio.Event()
-    pending = Unanswered() if unanswered is None else unanswered
-    reader = partial(_pump_wire_to_stream, unanswered=pending, eof_grace_sec=eof_grace_sec)
-    writer = partial(_pump_stream_to_wire, unanswered=pending)
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader, wire_in, read_send, intercept, flush, linger)
-            nursery.start_soon(writer, write_recv, wire_out, drained, direct)
+    reader = partial(_pump_wire_to_stream, unanswered=unanswered, eof_grace_sec=eof_grace_sec, replay=replay)
+    writer = partial(_pump_stream_to_wire, unanswered=unanswered)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader, pipes, read_send, intercept, flush, linger)
+        nursery.start_soon(writer, write_recv, pipes.wire_out, drained, direct)
+        if direct is not None:
+            direct.bind(pipes.wire_out.fileno(), write_send)
+        try:
+            yield read_recv, write_send
+        finally:
+            # The server normally closed `write_send` already; closing is idempotent.
             if direct is not None:
-                direct.bind(wire_out.fileno(), write_send)
-            try:
-                yield read_recv, write_send
-            finally:
-                # The server normally closed `write_send` already; closing is idempotent.
-                if direct is not None:
-                    direct.unbind()
-                write_send.close()
-                read_recv.close()
-                with trio.CancelScope(shield=True), trio.move_on_after(_DRAIN_GRACE_SEC):
-                    await drained.wait()
-                nursery.cancel_scope.cancel(reason="stdio wire closed")
-    finally:
-        with trio.CancelScope(shield=True):
-            await wire_in.aclose()
-            await wire_out.aclose()
-        os.dup2(saved_stdin, 0)
-        os.dup2(saved_stdout, 1)
-        os.close(saved_stdin)
-        os.close(saved_stdout)
+                direct.unbind()
+            write_send.close()
+            read_recv.close()
+            with trio.CancelScope(shield=True), trio.move_on_after(_DRAIN_GRACE_SEC):
+                await drained.wait()
+            nursery.cancel_scope.cancel(reason="stdio wire closed")

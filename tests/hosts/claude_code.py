@@ -64,16 +64,21 @@ def claude_binary() -> Path:
     return binary
 
 
-def sidecar_mcp_config(path: Path, settings: Path, *, run_args: Sequence[str] = ()) -> Path:
-    """Write an ``--mcp-config`` file that registers the sidecar (``python -m supervisor run``) as ``sup``."""
-    server = {
+def sidecar_mcp_config(path: Path, settings: Path, *, run_args: Sequence[str] = (), always_load: bool = True) -> Path:
+    """Write an ``--mcp-config`` file that registers the sidecar (``python -m supervisor run``) as ``sup``.
+
+    ``always_load=False`` leaves Claude Code's default: it sends the first model request with whatever servers
+    have connected and listed by then, and offers ``WaitForMcpServers`` for the rest.
+    """
+    server: dict[str, object] = {
         "type": "stdio",
         "command": sys.executable,
         "args": ["-m", "supervisor", "run", "--config", str(settings), *run_args],
         # Claude Code passes its own environment on as well; these are what the sidecar must not lose.
         "env": {MARK_ENV: current_mark(), "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]},
-        "alwaysLoad": True,  # awaited before the first model request (module docstring)
     }
+    if always_load:
+        server["alwaysLoad"] = True  # awaited before the first model request (module docstring)
     path.write_text(json.dumps({"mcpServers": {SERVER_NAME: server}}), encoding="utf-8")
     return path
 

@@ -40,8 +40,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from supervisor.host.change_notices import EncodedAnswer
 from supervisor.host.front import Front
+from supervisor.host.stdio.prelude import REPLAYED_INITIALIZE_ID, Handover, Prelude
 from supervisor.host.stdio.reader import HostSplice
+from supervisor.host.stdio.snapshots import SnapshotWriter
 from supervisor.wire.stdio import Unanswered, WriteStream, open_stdio_wire
 from supervisor.wire.streams import ReadStreamView
 
@@ -99,10 +102,22 @@ class _WatchedReader(ReadStreamView):
 class StdioHostLink:
     """The one host that started us, over our stdin/stdout."""
 
-    def __init__(self, front: Front, stop: trio.Event, *, grace_sec: float) -> None:
+    def __init__(
+        self,
+        front: Front,
+        stop: trio.Event,
+        *,
+        grace_sec: float,
+        prelude: Prelude | None = None,
+        snapshots: SnapshotWriter | None = None,
+    ) -> None:
+        """``prelude``: what answered the host while the sidecar started (its wire and lines are taken over);
+        ``snapshots``: keeps the view's snapshot on disk for the next start's prelude (the file backend)."""
         self._front = front
         self._stop = stop
         self._grace_sec = grace_sec
+        self._prelude = prelude
+        self._snapshots = snapshots
         self._scope = trio.CancelScope()
         self._done = trio.Event()
         self._unanswered = Unanswered()
@@ -113,6 +128,9 @@ class StdioHostLink:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve the host until it hangs up or ``close``; either way, set the stop event."""
         front, splice = self._front, self.splice
+        handover = await self._prelude.hand_over() if self._prelude is not None else None
+        if handover is not None:
+            self._take_over(handover)
         try:
             async with (
                 open_stdio_wire(
@@ -122,10 +140,15 @@ class StdioHostLink:
                     splice.linger_sec,
                     unanswered=self._unanswered,
                     eof_grace_sec=self._grace_sec,
+                    pipes=handover.pipes if handover is not None else None,
+                    replay=handover.lines if handover is not None else (),
                 ) as (wire_read, wire_write),
                 trio.open_nursery() as relay_nursery,
             ):
                 self.splice.attach(wire_write.clone())
+                if self._snapshots is not None:
+                    front.lists.on_answer = self._snapshots.poke
+                    relay_nursery.start_soon(self._snapshots.serve)
                 # The relay lives outside the host scope: answers the server produced
                 # before that scope was cancelled still reach the wire.
                 write_stream, to_relay = anyio.create_memory_object_stream[SessionMessage](0)
@@ -140,11 +163,25 @@ class StdioHostLink:
                         calls.cancel_scope.cancel()  # as the SDK's server cancels its handlers at its end
                 write_stream.close()  # the server closes it too; this ends the relay on every path
                 self.splice.attach(None)  # closes its clone of the wire, so the writer can drain and end
+                relay_nursery.cancel_scope.cancel()  # the snapshot writer's work ends with the host
             if not self._scope.cancel_called:
                 logger.info("host closed the connection; stopping")
         finally:
             self._stop.set()
             self._done.set()
+
+    def _take_over(self, handover: Handover) -> None:
+        """Go on from where the prelude stopped: its host's version, what it declared, what it answered (I22)."""
+        lists = self._front.lists
+        lists.startup_facts = handover.facts
+        lists.startup_snapshot = handover.snapshot
+        if handover.handshake_version is not None:
+            # The replayed initialize reaches the SDK first, but a line behind it may reach the splice before the
+            # SDK's answer to it has been seen (``_HandshakeWatch``): the splice knows the version from here.
+            self.splice.handshake_version = handover.handshake_version
+            lists.declared_facts = handover.facts
+        for answer in handover.answered:
+            self._front.received.answered_from_disk(answer.kind, EncodedAnswer(answer.version, answer.digest))
 
     def refuse_new(self) -> None:
         """Nothing to do: there is one host, and the Front refuses its new calls."""
@@ -161,9 +198,25 @@ class StdioHostLink:
         """Forward the server's messages to the wire (whose writer settles the requests they answer)."""
         async with source, wire:
             async for message in source:
+                if self._replayed_initialize_answer(message):
+                    continue
                 try:
                     await wire.send(message)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     logger.debug("host wire closed; dropping outgoing messages")
                     self._unanswered.answered(message)  # never written: nobody waits for it any more
                 self._watch.answered(message)
+
+    def _replayed_initialize_answer(self, message: SessionMessage) -> bool:
+        """Whether ``message`` is the SDK's answer to the prelude's replayed ``initialize`` (the host has its own)."""
+        answer = message.message
+        if not isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) or answer.id != REPLAYED_INITIALIZE_ID:
+            return False
+        self._unanswered.settle(REPLAYED_INITIALIZE_ID)
+        self._watch.answered(message)
+        if isinstance(answer, types.JSONRPCError):
+            logger.error(
+                "the SDK refused the host's initialize that the prelude had answered (%s); "
+                "the host's session may not work: please report this", answer.error.message,
+            )  # fmt: skip
+        return True
