@@ -34,7 +34,8 @@ import httpx2
 import trio
 from mcp import Client, StdioServerParameters
 
-from supervisor.catalog.naming import public_name
+from supervisor.catalog.naming import NameRule, public_name
+from supervisor.config.names import NamesSettings
 from tests.conformance.plans import (
     CIMD_URL,
     CallEveryListedTool,
@@ -173,8 +174,13 @@ class Cli:
         await self.as_told("call", name, json.dumps(arguments), "--no-input")
 
 
+_DEFAULT_NAMES: Final = NamesSettings()
+DEFAULT_RULE: Final = NameRule(_DEFAULT_NAMES.prefix, _DEFAULT_NAMES.limit)
+"""The names the sidecar gives on this lane's settings (no ``[supervisor.names]``: the defaults)."""
+
+
 def _public(raw: str) -> str:
-    return public_name(SERVER, raw)
+    return public_name(SERVER, raw, rule=DEFAULT_RULE)
 
 
 async def through_the_cli(directory: Path, config: Path, plan: Plan, steps: tuple[Step, ...]) -> None:

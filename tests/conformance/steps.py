@@ -1,7 +1,7 @@
 """A plan's steps on an ``mcp.Client``: the reference client's whole work, and the sidecar's host in ``run``.
 
 ``public`` maps a server's raw tool name to the name this client sees (the
-reference sees raw names; a host of the sidecar sees ``mcp__<server>__<name>``),
+reference sees raw names; a host of the sidecar sees ``<server>__<name>``, the default names),
 ``tools`` a listing to what the steps may call. Every request is bounded by the
 caller's deadline.
 """
