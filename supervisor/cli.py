@@ -361,6 +361,8 @@ def format_status_table(document: dict[str, Any]) -> str:
     lines.append(f"{state}; {document.get('catalog_tools', 0)} tools in the catalog")
     if isinstance(search := document.get("search"), str):
         lines.append(f"search: {search}")
+    if isinstance(code := document.get("code_mode"), str):
+        lines.append(f"code mode: {code}")
     store = document.get("catalog_store")
     if isinstance(store, dict):
         lines.append(

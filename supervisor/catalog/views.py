@@ -12,7 +12,9 @@ What a view shows (``ViewRules``, compiled from ``[views.<name>]``):
 * of those, the tools whose public name matches an allow glob (none: all) and
   no deny glob;
 * with ``catalog = "search"``, the listing is only the ``always_visible``
-  tools plus ``search_tools`` and ``call_tool`` (``SEARCH_TOOLS``); every tool
+  tools plus ``search_tools`` and ``call_tool`` (``search_tools``); with
+  ``catalog = "code"``, plus ``search_tools`` and ``run_code`` (``code_tools``,
+  answered by ``host.code_mode``: issue 58); every tool
   of the view still routes by its public name, and ``search_index`` is the
   BM25 index over them all (``catalog.search``); ``semantic_index`` is the
   vector index over them once the sidecar's ``SemanticEngine`` (``semantic``,
@@ -54,6 +56,7 @@ OWN_TOOLS_OWNER: Final = "mcp-supervisor"
 """The owner of the tools a search view adds itself (no server has this name: it has no actor)."""
 SEARCH_TOOL: Final = "search_tools"
 CALL_TOOL: Final = "call_tool"
+RUN_CODE: Final = "run_code"
 
 
 def _compile(globs: Collection[str]) -> re.Pattern[str] | None:
@@ -75,6 +78,9 @@ class ViewRules:
     allow: re.Pattern[str] | None = None
     deny: re.Pattern[str] | None = None
     search: bool = False
+    """Whether the view lists its own tools and ``always_visible`` ones instead of all (a search or code view)."""
+    code: bool = False
+    """Whether its own tools are code mode's (``search_tools`` and ``run_code``)."""
     always_visible: re.Pattern[str] | None = None
     search_limit: int = DEFAULT_SEARCH_LIMIT
 
@@ -90,7 +96,8 @@ class ViewRules:
             chosen,
             allow=_compile(view.tools),
             deny=_compile(view.exclude_tools),
-            search=view.catalog == "search",
+            search=view.catalog in ("search", "code"),
+            code=view.catalog == "code",
             always_visible=_compile(view.always_visible),
             search_limit=view.search_limit,
         )
@@ -153,6 +160,51 @@ def search_tools(limit: int) -> list[RegisteredTool]:
     ]
 
 
+def code_tools(limit: int) -> list[RegisteredTool]:
+    """The two tools a code view lists besides its ``always_visible`` ones, sorted by name (issue 58)."""
+    return [
+        _own_tool(
+            RUN_CODE,
+            "Run a Python program against the tools: `from tools import <server>`, then "
+            "`await <server>.<tool>(arg=...)` with the signatures search_tools gave (top-level await; "
+            "asyncio.gather runs calls at once). Returns the value of a top-level `return`, else of the last "
+            "expression, as JSON, and what it printed. A tool's error raises RuntimeError. No file system, "
+            "network or environment: only the tools.",
+            {
+                "type": "object",
+                "properties": {"code": {"type": "string", "description": "The program (Python)"}},
+                "required": ["code"],
+            },
+        ),
+        _own_tool(
+            SEARCH_TOOL,
+            "Find the tools for a task: describe it in a few words. Returns the best matching tools as typed "
+            "Python signatures for run_code; detail=true gives their full stubs, with every argument's description.",
+            {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What you want to do, in a few words"},
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_SEARCH_LIMIT,
+                        "description": f"How many tools to return (default {limit})",
+                    },
+                    "detail": {"type": "boolean", "description": "Full stubs instead of one line each"},
+                },
+                "required": ["query"],
+            },
+        ),
+    ]
+
+
+def own_tools(rules: ViewRules) -> list[RegisteredTool]:
+    """What the view lists of its own: a search view's two, a code view's two, or none."""
+    if rules.code:
+        return code_tools(rules.search_limit)
+    return search_tools(rules.search_limit) if rules.search else []
+
+
 @dataclass
 class _Kind:
     """One kind's entries as the view sees them, and when they were last taken from the Registry."""
@@ -172,7 +224,7 @@ class CatalogView:
         self._kinds: dict[Kind, _Kind] = {kind: _Kind() for kind in ALL_KINDS}
         self._edits = 0
         self._listed: tuple[int, list[RegisteredTool]] | None = None
-        self._own: list[RegisteredTool] = search_tools(rules.search_limit) if rules.search else []
+        self._own: list[RegisteredTool] = own_tools(rules)
         self._index: tuple[int, ToolIndex] | None = None
         self._vectors: tuple[int, VectorIndex] | None = None
         self.semantic: SemanticEngine | None = None
@@ -189,15 +241,21 @@ class CatalogView:
 
     @property
     def search(self) -> bool:
-        """Whether the view lists ``search_tools`` and ``call_tool`` instead of most of its tools."""
+        """Whether the view lists its own two tools (``search_tools`` and ``call_tool`` or ``run_code``) instead of
+        most of its tools."""
         return self._rules.search
+
+    @property
+    def code(self) -> bool:
+        """Whether it is a code view (``search_tools`` and ``run_code``)."""
+        return self._rules.code
 
     def update(self, rules: ViewRules) -> bool:
         """Apply edited rules (a reload); return whether they differ. Every kind then counts as changed."""
         if rules == self._rules:
             return False
         self._rules = rules
-        self._own = search_tools(rules.search_limit) if rules.search else []
+        self._own = own_tools(rules)
         for held in self._kinds.values():
             held.seen = -1
             held.version += 1  # hosts re-list: the rules changed, even if the entries happen not to
@@ -350,9 +408,12 @@ __all__ = [
     "EVERYTHING",
     "MAX_SEARCH_LIMIT",
     "OWN_TOOLS_OWNER",
+    "RUN_CODE",
     "SEARCH_TOOL",
     "CatalogView",
     "ViewRules",
+    "code_tools",
     "everything",
+    "own_tools",
     "search_tools",
 ]

@@ -108,7 +108,7 @@ async def tokens(settings: Settings, view: str | None = None, *, early: EarlySer
             if shown(name)
         ]
         listings = [(name or "(all: /mcp)", catalog.tools()) for name, catalog in views.items()]
-        searched = {name or "(all: /mcp)" for name, catalog in views.items() if catalog.search}
+        searched = {name or "(all: /mcp)": catalog.code for name, catalog in views.items() if catalog.search}
         nursery.cancel_scope.cancel()
     print(f"# estimated tokens of each tools/list as a host receives it (JSON bytes / {BYTES_PER_TOKEN:g}),")
     print(f"# for a {LATEST_MODERN_VERSION} host and a {LATEST_HANDSHAKE_VERSION} one (which also gets `execution`)")
@@ -119,7 +119,10 @@ async def tokens(settings: Settings, view: str | None = None, *, early: EarlySer
         print(f"{name.ljust(width)}{len(listing):>7}{_estimates(listing)}")
     print(f"\n{'view'.ljust(width)}{'tools':>7}{eras}")
     for name, listing in listings:
-        mode = "  (search: search_tools + call_tool + always_visible)" if name in searched else ""
+        mode = ""
+        if name in searched:
+            own = "run_code" if searched[name] else "call_tool"
+            mode = f"  ({'code' if searched[name] else 'search'}: search_tools + {own} + always_visible)"
         print(f"{name.ljust(width)}{len(listing):>7}{_estimates(listing)}{mode}")
     return EXIT_OK
 

@@ -10,6 +10,7 @@ import importlib.util
 import shlex
 from collections.abc import Mapping
 
+from supervisor.config.code import code_engine_problem
 from supervisor.config.models import Settings, SupervisorSection
 from supervisor.config.servers import ServerSettings
 from supervisor.config.values import MASK, redact_url
@@ -35,6 +36,7 @@ def describe_settings(settings: Settings) -> str:
         f"  catalog_store = {sup.catalog_store.backend} (url {sup.catalog_store.masked_url}, "
         f"key_prefix {sup.catalog_store.key_prefix}, operation_timeout_ms {sup.catalog_store.operation_timeout_ms})",
         f"  search = {_describe_search(settings)}",
+        f"  code = {_describe_code(settings)}",
         f"  telemetry = {'enabled' if sup.telemetry.enabled else 'disabled'} "
         f"(capture_content {str(sup.telemetry.capture_content).lower()}; exporter: the OTEL_* variables)",
     ]
@@ -77,7 +79,7 @@ def describe_settings(settings: Settings) -> str:
 def _describe_search(settings: Settings) -> str:
     """Whether the search views fuse a semantic index, and if not why (nothing is imported to find out)."""
     search = settings.supervisor.search
-    if not any(view.catalog == "search" for view in settings.views.values()):
+    if not any(view.catalog in ("search", "code") for view in settings.views.values()):
         return "(no search view)"
     if not search.semantic:
         return "lexical only (semantic = false)"
@@ -90,6 +92,17 @@ def _describe_search(settings: Settings) -> str:
         return f"lexical only: {module} is not installed (pip install {install})"
     where = f", path {search.path}" if search.path else ""
     return f"lexical + semantic (model {search.model}{where}; loads in the background at run)"
+
+
+def _describe_code(settings: Settings) -> str:
+    """The code views' limits, or that code mode is unavailable here (the engine is looked for, not imported)."""
+    problem = code_engine_problem()
+    views = [name for name, view in settings.views.items() if view.catalog == "code"]
+    if problem is not None:
+        return f"code mode unavailable: {problem}"
+    limits = settings.supervisor.code
+    shown = ", ".join(f"{key} {value}" for key, value in limits.model_dump().items())
+    return f"{', '.join(views) or '(no code view)'}; limits: {shown}"
 
 
 def _masked_pairs(values: Mapping[str, str]) -> str:

@@ -24,6 +24,8 @@ from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
+from supervisor.config import code
+from supervisor.config.code import CodeLimits
 from supervisor.config.names import NamesSettings
 from supervisor.config.redis_url import mask_redis_url, redis_url_problem
 from supervisor.config.servers import STRICT, DefaultsSection, ServerSettings
@@ -162,6 +164,8 @@ class SupervisorSection(BaseModel):
     """The search views' semantic index (``catalog.semantic_engine``)."""
     names: NamesSettings = NamesSettings()
     """The public names' form and length (``config.names``)."""
+    code: CodeLimits = CodeLimits()
+    """The limits of a program a code view runs (``config.code``)."""
     telemetry: TelemetrySettings = TelemetrySettings()
     """OpenTelemetry (``supervisor.telemetry``); the ``OTEL_*`` environment variables configure the exporters."""
 
@@ -209,6 +213,11 @@ class Settings(BaseModel):
     """Named subsets of the catalog (``config.views``), served at ``/mcp/<name>`` or by ``run --view NAME``."""
     source_path: Path | None = Field(default=None, exclude=True)
 
+    def code_limits(self, view: str) -> code.CodeLimits:
+        """A program's limits in ``view``: its ``[views.<name>.code]`` over ``[supervisor.code]``."""
+        own = self.views.get(view)
+        return own.code.over(self.supervisor.code) if own is not None else self.supervisor.code
+
     @model_validator(mode="after")
     def _views_name_what_exists(self) -> Self:
         """A view names servers or tags that exist; a token names views that exist."""
@@ -225,11 +234,15 @@ class Settings(BaseModel):
                         f"views.{name}.servers names {clip(repr(selector))}, which is neither a server "
                         f"([mcp_servers.<name>]) nor a tag any server carries (tags = [...])"
                     )
-            if view.always_visible and view.catalog != "search":
+            if view.always_visible and view.catalog == "all":
                 raise ValueError(
-                    f'views.{name}.always_visible applies to catalog = "search" only (a view with catalog = "all" '
-                    'lists every tool it has); remove it or set catalog = "search"'
+                    f'views.{name}.always_visible applies to catalog = "search" or "code" only (a view with '
+                    'catalog = "all" lists every tool it has); remove it or set catalog = "search"'
                 )
+            if view.catalog != "code" and view.code.model_dump(exclude_none=True):
+                raise ValueError(f'views.{name}.code applies to catalog = "code" only; remove it')
+            if view.catalog == "code" and (problem := code.code_engine_problem()) is not None:
+                raise ValueError(f'views.{name}: catalog = "code" runs programs, and {problem}')
         self._override_names_fit()
         for index, token in enumerate(self.supervisor.front.tokens):
             for opened in token.views:

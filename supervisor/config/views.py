@@ -22,6 +22,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, Field, PrivateAttr, SecretStr, field_validator, model_validator
 
 from supervisor.config.base import STRICT
+from supervisor.config.code import CodeOverrides
 from supervisor.config.values import env_name_problem
 
 VIEW_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -42,11 +43,13 @@ class ViewSettings(BaseModel):
     tools: list[_Glob] = []
     """Allow globs on public names; empty: every tool of the view's servers."""
     exclude_tools: list[_Glob] = []
-    catalog: Literal["all", "search"] = "all"
+    catalog: Literal["all", "search", "code"] = "all"
     always_visible: list[_Glob] = []
-    """``catalog = "search"``: globs of the tools still listed beside ``search_tools`` and ``call_tool``."""
+    """``catalog = "search"`` or ``"code"``: globs of the tools still listed beside the view's own two."""
     search_limit: int = Field(default=DEFAULT_SEARCH_LIMIT, ge=1, le=MAX_SEARCH_LIMIT)
     """How many matches ``search_tools`` returns when the host gives no ``limit``."""
+    code: CodeOverrides = CodeOverrides()
+    """``catalog = "code"``: this view's own limits of a program (``[supervisor.code]`` gives the rest)."""
 
 
 class SearchSettings(BaseModel):

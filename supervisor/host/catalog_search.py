@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
+import trio
 from mcp.server import ServerRequestContext
 
 from supervisor.catalog.fusion import DEPTH, fuse
@@ -63,6 +64,10 @@ class CatalogSearch:
         """Whether ``name`` is one of the two tools this view answers itself."""
         return name in (SEARCH_TOOL, CALL_TOOL)
 
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Nothing to hold: started at once."""
+        task_status.started()
+
     async def call(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, call_tool: CallTool
     ) -> CallResult:
@@ -81,32 +86,42 @@ class CatalogSearch:
         return await call_tool(ctx, params.model_copy(update={"name": name, "arguments": inner}))
 
     async def _search(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        view = self._view
-        query = arguments.get("query")
-        limit = arguments.get("limit", view.rules.search_limit)
-        if not isinstance(query, str) or not query.strip():
-            return error_result("search_tools needs 'query': what you want to do, in a few words")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
-            return error_result(f"search_tools: 'limit' must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
+        asked = search_arguments(arguments, self._view.rules.search_limit)
+        if isinstance(asked, types.CallToolResult):
+            return asked
         # Right after start, search the servers that are still starting too (bounded, as a list is).
         await self._settle()
-        ranked, ranking = await self._ranked(query, limit)
+        ranked, ranking = await rank(self._view, *asked)
         payload = {"tools": describe(ranked), "ranking": ranking}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
             structured_content=payload,
         )
 
-    async def _ranked(self, query: str, limit: int) -> tuple[list[Match], str]:
-        """The lexical ranking, fused with the semantic one when the view has a vector index; and which it was."""
-        view = self._view
-        lexical = view.search_index()
-        vectors = view.semantic_index()
-        if vectors is None or view.semantic is None:
-            return lexical.search(query, limit), "lexical"
-        words = lexical.search(query, DEPTH)
-        meaning = await view.semantic.embed_query(query)
-        if meaning is None:
-            return words[:limit], "lexical"
-        scored = [(match.entry, match.score) for match in words]
-        return [Match(entry, 0.0) for entry in fuse(scored, vectors.search(meaning, DEPTH), limit)], "fused"
+
+def search_arguments(arguments: dict[str, Any], default_limit: int) -> tuple[str, int] | types.CallToolResult:
+    """``search_tools``' query and limit, or the error result that says what is wrong with them."""
+    query = arguments.get("query")
+    limit = arguments.get("limit", default_limit)
+    if not isinstance(query, str) or not query.strip():
+        return error_result("search_tools needs 'query': what you want to do, in a few words")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+        return error_result(f"search_tools: 'limit' must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
+    return query, limit
+
+
+async def rank(view: CatalogView, query: str, limit: int) -> tuple[list[Match], str]:
+    """The view's lexical ranking, fused with the semantic one when it has a vector index; and which it was.
+
+    Both indexes are taken before the one await (the query's embedding), so one answer ranks one snapshot.
+    """
+    lexical = view.search_index()
+    vectors = view.semantic_index()
+    if vectors is None or view.semantic is None:
+        return lexical.search(query, limit), "lexical"
+    words = lexical.search(query, DEPTH)
+    meaning = await view.semantic.embed_query(query)
+    if meaning is None:
+        return words[:limit], "lexical"
+    scored = [(match.entry, match.score) for match in words]
+    return [Match(entry, 0.0) for entry in fuse(scored, vectors.search(meaning, DEPTH), limit)], "fused"

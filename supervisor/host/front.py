@@ -12,7 +12,7 @@ with the raw name. The Front never mutates the Registry, and reads it only throu
 Front sees that view and nothing else (I16). ``serve`` makes one Front per
 view; they share the Supervisor and the Relay. Resource subscriptions and
 listen streams are ``host.resource_subscriptions``; a search view's own two
-tools are ``host.catalog_search``.
+tools are ``host.catalog_search``, a code view's ``host.code_mode``.
 
 Each routed request runs as a ``HostCall`` in the handler's own task, so a
 host's cancellation (or the SDK's, on shutdown) cancels the upstream request
@@ -77,7 +77,7 @@ from supervisor.host.catalog_search import CatalogSearch
 from supervisor.host.change_notices import ChangeNotices
 from supervisor.host.lists import FrontLists
 from supervisor.host.pipeline.exchanges import ExchangeTable
-from supervisor.host.pipeline.runner import ToolCalls
+from supervisor.host.pipeline.runner import OwnTools, ToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
 from supervisor.host.resource_subscriptions import ResourceSubscriptions
@@ -125,7 +125,13 @@ class Front:
         self._listen = ListenHandler(self._bus)
         self._exchanges = ExchangeTable(relay.calls)
         self._routes = ResourceRoutes(supervisor, self.view)
-        self._search = CatalogSearch(self.view, self.wait_for_first_attempts) if self.view.search else None
+        self._own_tools: OwnTools | None = None
+        if self.view.code:
+            from supervisor.host.code_mode import CodeMode  # noqa: PLC0415  (the code extra: a code view only)
+
+            self._own_tools = CodeMode(self, self.view, self.wait_for_first_attempts)
+        elif self.view.search:
+            self._own_tools = CatalogSearch(self.view, self.wait_for_first_attempts)
         self._resource_subscriptions = ResourceSubscriptions(
             self.view,
             relay,
@@ -197,6 +203,8 @@ class Front:
             )
             nursery.start_soon(notices.serve)
             nursery.start_soon(self._relay.serve_own_warnings)
+            if self._own_tools is not None:
+                await nursery.start(self._own_tools.serve)
             task_status.started()
 
     @property
@@ -272,9 +280,9 @@ class Front:
         return self._relay.legacy.level_of(connection)
 
     @property
-    def search(self) -> CatalogSearch | None:
-        """The view's own ``search_tools`` and ``call_tool`` (a search view only)."""
-        return self._search
+    def own_tools(self) -> OwnTools | None:
+        """The view's own two tools: a search view's (``host.catalog_search``), a code view's (``host.code_mode``)."""
+        return self._own_tools
 
     def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None:
         """Count one finished tools/call in the metrics."""

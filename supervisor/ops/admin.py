@@ -32,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from supervisor._version import __version__
 from supervisor.catalog.cache import CatalogCache
+from supervisor.config.code import code_engine_problem
 from supervisor.config.models import SupervisorSection
 from supervisor.ops.http import HttpGuard, allowed_names
 from supervisor.ops.hypercorn_worker import serve_asgi
@@ -109,6 +110,12 @@ class AdminEndpoint:
                 return Response(self._supervisor.metrics.render(), media_type=CONTENT_TYPE)
 
 
+def code_mode_status() -> str:
+    """Whether code views can run here: ``available``, or why not (the extra to install)."""
+    problem = code_engine_problem()
+    return "available" if problem is None else f"unavailable: {problem}"
+
+
 def status_document(supervisor: Observed) -> dict[str, Any]:
     """What ``/status`` serves: the sidecar, then one object per configured server, in config order."""
     now = trio.current_time()
@@ -149,5 +156,6 @@ def status_document(supervisor: Observed) -> dict[str, Any]:
         "catalog_tools": len(supervisor.registry),
         "catalog_store": supervisor.cache.store_status(),
         "search": supervisor.search_status(),
+        "code_mode": code_mode_status(),
         "servers": servers,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ always_visible = ["mcp__files__read_*"]
     [
         ('[views.code]\nservers = ["nope"]\n', "views.code.servers names 'nope', which is neither a server"),
         ('[views."a b"]\n', "a view name becomes the path /mcp/<name>"),
-        ('[views.code]\nalways_visible = ["x"]\n', 'views.code.always_visible applies to catalog = "search" only'),
+        ('[views.code]\nalways_visible = ["x"]\n', 'views.code.always_visible applies to catalog = "search" or "code"'),
         ('[views.code]\ncatalog = "lots"\n', "views.code.catalog"),
         ("[views.code]\nsearch_limit = 500\n", "views.code.search_limit"),
         (
@@ -75,3 +76,44 @@ def test_a_view_token_or_transform_that_cannot_work_is_a_config_error_naming_the
     monkeypatch.setenv("T", "t")
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
         _load(tmp_path, text)
+
+
+def test_a_code_view_loads_its_limits_over_the_supervisors(tmp_path: Path) -> None:
+    settings = _load(
+        tmp_path,
+        '[supervisor.code]\ntimeout_sec = 10\nmax_calls = 50\n[views.agent]\ncatalog = "code"\n'
+        "[views.agent.code]\nmax_calls = 7\ntype_check = false\n",
+    )
+    limits = settings.code_limits("agent")
+    assert (limits.timeout_sec, limits.max_calls, limits.type_check) == (10, 7, False)
+    assert settings.code_limits("other").max_calls == 50
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[views.docs]\n[views.docs.code]\nmax_calls = 3\n", 'views.docs.code applies to catalog = "code" only'),
+        ('[views.agent]\ncatalog = "code"\n[views.agent.code]\nmax_calls = 0\n', "views.agent.code.max_calls"),
+        ("[supervisor.code]\ntimeout_sec = -1\n", "supervisor.code.timeout_sec"),
+        ('[views.agent]\ncatalog = "code"\n[views.agent.code]\nmax_cals = 3\n', "max_cals"),
+    ],
+)
+def test_a_code_limit_that_cannot_work_is_a_config_error_naming_the_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, text)
+
+
+def test_without_the_engine_a_code_view_is_one_config_error_naming_the_view_and_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from supervisor.config import code  # noqa: PLC0415
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(code, "find_spec", lambda name: None if name == "pydantic_monty" else real(name))
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, '[views.agent]\ncatalog = "code"\n')
+    assert str(caught.value).count("pip install 'trio-mcp-supervisor[code]'") == 1
+    assert 'views.agent: catalog = "code" runs programs' in str(caught.value)
+    _load(tmp_path, '[views.docs]\ncatalog = "search"\n')  # other views do not need it

@@ -52,9 +52,13 @@ SHUTTING_DOWN_TEXT = "mcp-supervisor is shutting down; the call was not started"
 
 
 class OwnTools(Protocol):
-    """A search view's own tools (``host.catalog_search.CatalogSearch``)."""
+    """A view's own tools: a search view's (``host.catalog_search.CatalogSearch``), a code view's
+    (``host.code_mode.CodeMode``)."""
 
     def owns(self, name: str) -> bool: ...
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = ...) -> None:
+        """What they hold while the Front runs (a code view: the sandbox's workers)."""
 
     async def call(
         self,
@@ -77,7 +81,7 @@ class CallingFront(Protocol):
     def server(self) -> Server[Any]: ...
 
     @property
-    def search(self) -> OwnTools | None: ...
+    def own_tools(self) -> OwnTools | None: ...
 
     def note_call(self, tool: RegisteredTool, outcome: CallOutcome, seconds: float) -> None: ...
 
@@ -108,9 +112,9 @@ class ToolCalls:
         front = self._front
         if front.shutting_down:
             return error_result(SHUTTING_DOWN_TEXT)
-        search = front.search
-        if search is not None and search.owns(params.name):
-            return await search.call(ctx, params, self.call_tool)
+        own = front.own_tools
+        if own is not None and own.owns(params.name):
+            return await own.call(ctx, params, self.call_tool)
         # Right after start a host may call before every server has listed its tools: the
         # host asked for this very tool, so the route waits for the first attempts (``routing``).
         tool, actor = await front.route_tool(params.name)
