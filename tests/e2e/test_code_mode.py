@@ -102,7 +102,8 @@ async def test_a_program_calls_its_views_tools_as_the_host_would(tmp_path: Path,
     )
     recorder = Recorder()
     with trio.fail_after(BOUND_SEC):
-        async with open_host(config, mode, run_args=["--view", "code"]) as host:
+        options = recorder.client_options(Host())
+        async with open_host(config, mode, run_args=["--view", "code"], **options) as host:
             assert sorted(await host.tool_names()) == ["run_code", "search_tools"]
             found = text_of(await host.call("search_tools", {"query": "add forty"}))
             assert "a.plus(*, x: float) -> str\n    Add forty to x" in found, "the transformed tool, typed"
@@ -115,6 +116,13 @@ async def test_a_program_calls_its_views_tools_as_the_host_would(tmp_path: Path,
             assert value["failed"].startswith("a.invalid_params: "), value["failed"]
             assert isinstance(result.content[1], types.TextContent) and result.content[1].text == "printed:\ndone\n"
             await recorder.wait_for(lambda: len(recorder.progress) == 2, what="the inner call's progress")
+
+            asked = await _run(host, "from tools import a\nawait a.elicit()")
+            if mode == "legacy":  # the server's question reaches the host, against run_code's request
+                assert text_of(asked) == 'elicited: accept {"name": "host"}'
+                assert recorder.elicitations == ["form"]
+            else:  # a 2026-era host answers questions in input rounds, which a program's call cannot pass on
+                assert asked.is_error and "asked for input mid-call" in text_of(asked)
 
             other = await _run(host, "from tools import b\nawait b.echo(text='x')")
             assert other.is_error and "has no member `b`" in text_of(other), "a server of another view is not in tools"
