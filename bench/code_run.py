@@ -46,7 +46,13 @@ def _settings(directory: Path, calls: int) -> Path:
         directory / "settings.toml",
         {"fx": fixture_server("--name", "fx", "--tools", "echo")},
         supervisor={"log_level": "warning"},
-        views={"code": {"catalog": "code", "always_visible": [ECHO], "code": {"max_calls": calls + 10, "type_check": False}}},
+        views={
+            "code": {
+                "catalog": "code",
+                "always_visible": [ECHO],
+                "code": {"max_calls": calls + 10, "type_check": False},
+            }
+        },
     )
 
 
@@ -175,30 +181,26 @@ async def _search_view_calls(rounds: int, calls: int) -> tuple[float, float]:
             return statistics.median(cpu), statistics.median(wall)
 
 
-def _print(figures: dict[str, float], calls: int) -> None:
-    direct = figures["direct_p50_ms"]
+def _print(f: dict[str, float], calls: int) -> None:
+    direct = f["direct_p50_ms"]
+    unchecked, checked = f["run_unchecked_p50_ms"], f["run_checked_p50_ms"]
     print("code mode's cost, this box (one 2026-era stdio host, this checkout's sidecar)")
     print(f"  a direct echo call through the sidecar   p50 {direct:7.2f} ms")
-    print(
-        f"  run_code('1'), no type check             p50 {figures['run_unchecked_p50_ms']:7.2f} ms "
-        f"(p90 {figures['run_unchecked_p90_ms']:.2f}; {figures['run_unchecked_p50_ms'] / direct:.2f}x the direct call; "
-        f"overhead over it {figures['run_unchecked_p50_ms'] - direct:.2f} ms; target 5 ms)"
-    )
-    print(
-        f"  run_code(import tools), type-checked     p50 {figures['run_checked_p50_ms']:7.2f} ms "
-        f"(p90 {figures['run_checked_p90_ms']:.2f}; overhead {figures['run_checked_p50_ms'] - direct:.2f} ms; target 50)"
-    )
-    print(f"  the engine alone, Sandbox.execute('1')   p50 {figures['engine_alone_p50_ms']:7.2f} ms")
-    extra = figures["inner_call_cpu_us"] - figures["host_call_cpu_us"]
-    print(f"per call, {calls} sequential echo calls:")
-    print(f"  sidecar CPU: a host's call {figures['host_call_cpu_us']:6.0f} us, a program's {figures['inner_call_cpu_us']:6.0f} us "
-          f"({extra:+.0f} us, {figures['inner_call_cpu_us'] / figures['host_call_cpu_us']:.2f}x; target +100 us)")  # fmt: skip
-    searched = figures["search_call_cpu_us"]
-    print(f"  sidecar CPU: a search view's call_tool {searched:6.0f} us (the same runner and leg as a program's call): "
-          f"a program's is {figures['inner_call_cpu_us'] - searched:+.0f} us beside it")  # fmt: skip
-    print(f"  the monty worker's CPU per program call: {figures['worker_cpu_per_call_us']:.0f} us (its own process)")
-    print(f"  wall: a host's call {figures['host_call_wall_us']:6.0f} us, a program's {figures['inner_call_wall_us']:6.0f} us "
-          f"({figures['inner_call_wall_us'] / figures['host_call_wall_us']:.2f}x)")  # fmt: skip
+    print(f"  run_code('1'), no type check             p50 {unchecked:7.2f} ms (p90 {f['run_unchecked_p90_ms']:.2f}; "
+          f"{unchecked / direct:.2f}x the direct call; overhead {unchecked - direct:.2f} ms; target 5 ms)")  # fmt: skip
+    print(f"  run_code(import tools), type-checked     p50 {checked:7.2f} ms (p90 {f['run_checked_p90_ms']:.2f}; "
+          f"overhead {checked - direct:.2f} ms; target 50 ms)")  # fmt: skip
+    print(f"  the engine alone, Sandbox.execute('1')   p50 {f['engine_alone_p50_ms']:7.2f} ms")
+    host, inner, searched = f["host_call_cpu_us"], f["inner_call_cpu_us"], f["search_call_cpu_us"]
+    print(f"per call, {calls} sequential echo calls, the sidecar's CPU:")
+    print(f"  a host's direct call {host:6.0f} us; a program's {inner:6.0f} us "
+          f"({inner - host:+.0f} us, {inner / host:.2f}x; target +100 us)")  # fmt: skip
+    print(f"  a search view's call_tool {searched:6.0f} us (the same runner and upstream leg as a program's call); "
+          f"a program's {inner - searched:+.0f} us beside it")  # fmt: skip
+    print(f"  the monty worker's own CPU per program call: {f['worker_cpu_per_call_us']:.0f} us")
+    wall_host, wall_inner = f["host_call_wall_us"], f["inner_call_wall_us"]
+    ratio = wall_inner / wall_host
+    print(f"  wall: a host's call {wall_host:6.0f} us, a program's {wall_inner:6.0f} us ({ratio:.2f}x)")
 
 
 def main() -> None:
