@@ -147,7 +147,7 @@ def write_settings(
             server["env"] = {**server.get("env", {}), MARK_ENV: current_mark()}
         marked[server_name] = server
     # The suite was written in the mcp__<server>__<tool> form ([supervisor.names] form = "mcp"); the short
-    # default has tests of its own (tests/e2e/test_names.py, tests/hosts).
+    # default has tests of its own (tests/config/test_names.py, tests/hosts, tests/e2e/test_code_mode.py).
     document: dict[str, Any] = {
         "supervisor": {
             "log_level": "debug",
