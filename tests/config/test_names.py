@@ -7,6 +7,7 @@ End to end, the default form is what Claude Code shows its model
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_the_mcp_form_is_the_earlier_names_and_host_prefix_counts_against_max_le
 def test_a_names_table_that_leaves_no_room_is_a_config_error_naming_the_keys(tmp_path: Path) -> None:
     path = tmp_path / "settings.toml"
     path.write_text('[supervisor.names]\nmax_length = 20\nhost_prefix = "mcp__a_long_host__"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="supervisor.names: max_length = 20 less the host's prefix"):
+    with pytest.raises(ConfigError, match=re.escape("supervisor.names: max_length = 20 less the host's prefix")):
         load_settings(path, environ={})
 
 
