@@ -11,7 +11,9 @@ tools import <module>``. Each name comes from the catalog by the same rule:
 * a name that then starts with a digit, or with ``_`` (the sandbox hides such
   names), gets a letter in front: ``s`` for a module, ``t`` for a function,
   ``p`` for an argument (``2fa`` -> ``t2fa``, ``_x`` -> ``t_x``);
-* a Python keyword gets ``_`` after it (``class`` -> ``class_``);
+* a Python keyword gets ``_`` after it (``class`` -> ``class_``), and so does a
+  module named like one the sandbox provides itself (``SANDBOX_MODULES``:
+  ``time`` -> ``time_``, ``json`` -> ``json_``);
 * when two names of one scope come out the same, the later ones (in catalog
   order) get ``_2``, ``_3``...
 
@@ -26,6 +28,15 @@ import re
 from typing import Final
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_]")
+SANDBOX_MODULES: Final = frozenset(
+    {
+        "asyncio", "base64", "binascii", "bisect", "collections", "copy", "csv", "dataclasses", "datetime",
+        "decimal", "functools", "gc", "hashlib", "itertools", "json", "math", "os", "pathlib", "posixpath",
+        "random", "re", "sys", "time", "tomllib", "typing", "unicodedata",
+    }
+)  # fmt: skip
+"""The modules pydantic-monty 1.4.0 provides (or its type checker does): a submodule of ``tools`` may not take
+their names (``tests/code/test_stubs.py`` checks the set against the installed engine)."""
 
 
 def identifier(name: str, lead: str) -> str:
@@ -33,7 +44,7 @@ def identifier(name: str, lead: str) -> str:
     made = _UNSAFE.sub("_", name) or lead
     if made[0].isdigit() or made[0] == "_":
         made = lead + made
-    if keyword.iskeyword(made):
+    if keyword.iskeyword(made) or (lead == "s" and made in SANDBOX_MODULES):
         made += "_"
     return made
 

@@ -29,6 +29,7 @@ Pure functions, no I/O; a stub is made once per view generation.
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -168,11 +169,13 @@ class _Annotator:
             fields.append((str(key), annotation, key in required))
         if self._compact:
             return "{" + ", ".join(f"{k}{'' if r else '?'}: {a}" for k, a, r in fields) + "}"
-        if not all(key.isidentifier() for key, _, _ in fields):
-            return "dict[str, Any]"  # a TypedDict's class syntax takes identifiers only
         name = self._types.unique(hint)
-        lines = [f"class {name}(TypedDict):"]
-        lines += [f"    {k}: {a if r else f'NotRequired[{a}]'}" for k, a, r in fields]
+        if all(key.isidentifier() and not keyword.iskeyword(key) for key, _, _ in fields):
+            lines = [f"class {name}(TypedDict):"]
+            lines += [f"    {k}: {a if r else f'NotRequired[{a}]'}" for k, a, r in fields]
+        else:  # a key the class syntax cannot spell ("from", "a-b"): the functional form takes any string
+            items = ", ".join(f"{k!r}: {a if r else f'NotRequired[{a}]'}" for k, a, r in fields)
+            lines = [f"{name} = TypedDict({name!r}, {{{items}}})"]
         self._types.definitions.append("\n".join(lines) + "\n")
         return name
 
@@ -265,9 +268,17 @@ def server_stubs(module: str, entries: Iterable[ToolEntry]) -> ServerStubs:
     return ServerStubs(module, source, tools)
 
 
+def _defined_type(block: str) -> str | None:
+    """The ``TypedDict`` a block of a module's stub defines (either syntax), or None."""
+    if block.startswith("class "):
+        return block[6:].split("(")[0]
+    head = block.split(" = TypedDict(", 1)
+    return head[0] if len(head) == 2 and head[0].isidentifier() else None
+
+
 def detail(stub: ToolStub, stubs: ServerStubs) -> str:
     """``search_tools(detail=true)``: the tool's full stub, after the ``TypedDict``s it needs (theirs too)."""
-    classes = {block[6:].split("(")[0]: block for block in stubs.source.split("\n\n") if block.startswith("class ")}
+    classes = {name: block for block in stubs.source.split("\n\n") if (name := _defined_type(block)) is not None}
     needed: list[str] = []
     pending = [stub.source]
     while pending:

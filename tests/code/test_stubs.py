@@ -14,7 +14,7 @@ from typing import Any, Final
 import pytest
 
 from supervisor.code.api import ViewApi
-from supervisor.code.names import Identifiers, identifier
+from supervisor.code.names import SANDBOX_MODULES, Identifiers, identifier
 from supervisor.code.stubs import ToolEntry, detail, server_stubs, tool_stub
 from supervisor.code.values import encode, plain
 
@@ -127,3 +127,42 @@ def test_a_result_is_text_as_it_is_or_json_cut_at_the_limit_with_a_note() -> Non
     assert big.cut and big.size == 200_000
     kept, note = big.text.split("\n[", 1)
     assert len(kept.encode()) <= 1024 and "cut at 1,024 of 200,000 bytes by max_result_bytes" in note
+
+
+def test_keys_the_class_syntax_cannot_spell_take_the_functional_typeddict() -> None:
+    relation = {
+        "type": "object",
+        "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "kind-of": {"type": "string"}},
+        "required": ["from"],
+    }
+    entry = ToolEntry("memory__read", "read", "Read.", {"type": "object"}, {"type": "object", "properties": {
+        "relations": {"type": "array", "items": relation}}})  # fmt: skip
+    stubs = server_stubs("memory", [entry])
+    ast.parse(stubs.source)
+    assert (
+        "ReadResultRelationsItem = TypedDict('ReadResultRelationsItem', "
+        "{'from': str, 'to': NotRequired[str], 'kind-of': NotRequired[str]})" in stubs.source
+    )
+    assert "ReadResultRelationsItem = TypedDict(" in detail(stubs.tools["read"], stubs)
+
+
+def test_a_server_named_like_a_module_the_sandbox_provides_gets_an_underscore() -> None:
+    api = ViewApi.of([("time", []), ("json", []), ("files", [])])
+    assert list(api.modules) == ["time_", "json_", "files"]
+    assert api.servers["time_"] == "time"
+    assert identifier("time", "t") == "time", "only a module's name is checked against the sandbox's"
+
+
+def test_the_sandboxs_own_modules_are_those_the_installed_engine_refuses() -> None:
+    """``SANDBOX_MODULES`` against pydantic-monty itself (building a module starts no process)."""
+    import sys  # noqa: PLC0415
+
+    from supervisor.code.engine import pm  # noqa: PLC0415
+
+    refused = set()
+    for name in sorted(sys.stdlib_module_names):
+        try:
+            pm.ExternalModule({name: pm.ExternalModule({"f": len}, stubs="async def f() -> int: ...")}, stubs="")
+        except ValueError:
+            refused.add(name)
+    assert refused == SANDBOX_MODULES
