@@ -271,7 +271,7 @@ def server_stubs(module: str, entries: Iterable[ToolEntry]) -> ServerStubs:
 def _defined_type(block: str) -> str | None:
     """The ``TypedDict`` a block of a module's stub defines (either syntax), or None."""
     if block.startswith("class "):
-        return block[6:].split("(")[0]
+        return block[6:].split("(", maxsplit=1)[0]
     head = block.split(" = TypedDict(", 1)
     return head[0] if len(head) == 2 and head[0].isidentifier() else None
 
