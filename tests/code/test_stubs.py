@@ -157,7 +157,7 @@ def test_the_sandboxs_own_modules_are_those_the_installed_engine_refuses() -> No
     """``SANDBOX_MODULES`` against pydantic-monty itself (building a module starts no process)."""
     import sys  # noqa: PLC0415
 
-    from supervisor.code.engine import pm  # noqa: PLC0415
+    import pydantic_monty as pm  # noqa: PLC0415
 
     refused = set()
     for name in sorted(sys.stdlib_module_names):
