@@ -56,12 +56,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
-import subprocess
-import sys
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,21 +68,17 @@ from pydantic import ValidationError
 from bench.code_emulator import functions_of, run_program, used_functions
 from bench.code_report import MODES, Row, markdown, summary
 from bench.code_tasks import SEARCHES, TASKS
-from bench.code_tasks.fixture import ENTITIES, RELATIONS, Fixture, build, build_site
+from bench.code_tasks.fixture import Fixture, build, build_site
 from bench.code_tasks.task import Reply, Task, ToolFailed, normal
-from bench.harness import BENCH_MARK_ENV, bench_mark, marked_env, open_host, reap_marked, sidecar_argv, write_settings
-from bench.search import SERVERS as REAL_SERVERS
+from bench.code_world import START_BOUND_SEC, fill_memory, refused_servers, server_tables, serving_site
+from bench.harness import open_host, reap_marked, sidecar_argv, write_settings
 from bench.views import settled_listing
 from supervisor.catalog.token_estimate import BYTES_PER_TOKEN, estimate_tokens
 from supervisor.config.models import Settings
 from tests.sidecar import Host
 
-SERVER_OF: Final = {"files": "fs", "git": "git", "memory": "memory", "everything": "everything", "time": "time"}
-SERVER_OF_FETCH: Final = "fetch"
-START_BOUND_SEC: Final = 90.0
 TASK_BOUND_SEC: Final = 90.0
 POLL_SEC: Final = 0.5
-VIEWS: Final = {"plain": "all", "search": "search", "code": "code"}
 
 
 def text_tokens(value: Any) -> int:
@@ -148,68 +140,6 @@ class Recorder:
         return [reply for reply in replies if reply is not None]
 
 
-# -- the world: servers, site, memory ------------------------------------------------------------------
-
-
-def server_tables(fixture: Fixture) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The settings tables of the servers that are installed; and the names of those that are not."""
-    real = {server.name: server for server in REAL_SERVERS}
-    mark = {BENCH_MARK_ENV: bench_mark()}
-    extra: dict[str, tuple[list[str], dict[str, str]]] = {
-        "files": ([str(fixture.root)], {}),
-        "git": ([], {}),
-        "memory": ([], {"MEMORY_FILE_PATH": str(fixture.memory_file)}),
-        "everything": ([], {}),
-        "time": (["--local-timezone", "UTC"], {"PYTHONPATH": ""}),
-        "fetch": (["--ignore-robots-txt", "--allow-private-ips"], {}),
-    }
-    tables, missing = {}, []
-    for name, (args, env) in extra.items():
-        server = real[SERVER_OF.get(name, SERVER_OF_FETCH)]
-        if not server.installed:
-            missing.append(name)
-            continue
-        argv = [arg for arg in server.argv if arg != "{tmp}"]
-        tables[name] = {"command": argv[0], "args": [*argv[1:], *args], "cwd": str(fixture.base), "env": mark | env}
-    return tables, missing
-
-
-async def fill_memory(fixture: Fixture, table: Mapping[str, Any]) -> None:
-    """Put ``ENTITIES`` and ``RELATIONS`` into the memory server's file, by calls to the server itself."""
-    argv = [table["command"], *table["args"]]
-    async with open_host(argv, env={"MEMORY_FILE_PATH": str(fixture.memory_file)}, listen=False) as host:
-        for tool, arguments in (
-            ("create_entities", {"entities": ENTITIES}),
-            ("create_relations", {"relations": RELATIONS}),
-        ):
-            result = await host.session.call_tool(tool, {key: list(value) for key, value in arguments.items()})
-            if result.is_error:
-                raise RuntimeError(f"memory {tool}: {reply_of(result).text}")
-
-
-@asynccontextmanager
-async def serving_site(site: Path) -> AsyncIterator[str]:
-    """Serve ``site`` over loopback HTTP (``python -m http.server``, port 0); yield its URL, ending with ``/``."""
-    argv = [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory", str(site)]
-    proc = await trio.lowlevel.open_process(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=marked_env(), start_new_session=True
-    )
-    try:
-        assert proc.stdout is not None
-        seen = b""
-        with trio.fail_after(START_BOUND_SEC):
-            while b"\n" not in seen:
-                seen += await proc.stdout.receive_some(4096)
-        match = re.search(rb"port (\d+)", seen)
-        if match is None:
-            raise RuntimeError(f"http.server said {seen!r}")
-        yield f"http://127.0.0.1:{int(match.group(1))}/"
-    finally:
-        with trio.CancelScope(shield=True):
-            proc.kill()
-            await proc.wait()
-
-
 # -- one mode ------------------------------------------------------------------------------------------------
 
 
@@ -267,11 +197,15 @@ async def _search(host: Host, task: Task, fixture: Fixture, listing: int) -> Row
     return row
 
 
-def run_value(result: types.CallToolResult) -> Any:
-    """What a real ``run_code`` answered the program returned (its structured ``result``, else its text as JSON)."""
-    if result.structured_content is not None and "result" in result.structured_content:
-        return result.structured_content["result"]
-    return json.loads(reply_of(result).text.split("\n", 1)[0])
+def run_value(result: types.CallToolResult, *, text: bool) -> Any:
+    """What a real ``run_code`` answered the program returned: its first text block, as JSON unless ``text``.
+
+    ``run_code`` answers a ``str`` value as it is and anything else as JSON (then a
+    ``printed:`` block if the program printed), so the task's expected answer says
+    which it is.
+    """
+    first = next((block.text for block in result.content if isinstance(block, types.TextContent)), "")
+    return first if text else json.loads(first)
 
 
 async def _code(
@@ -294,7 +228,8 @@ async def _code(
         if result.is_error:
             row.problems.append(f"run_code failed: {reply_of(result).text[:300]}")
             return row
-        await _check(row, task, fixture, run_value(result))
+        expected = await trio.to_thread.run_sync(task.expected, fixture)
+        await _check(row, task, fixture, run_value(result, text=isinstance(expected, str)))
         return row
 
     async def through_call_tool(name: str, args: dict[str, Any]) -> types.CallToolResult:
@@ -348,15 +283,28 @@ async def run_mode(
     return rows, listing
 
 
-async def _run_modes(tmp: Path, emulated: bool, only: Sequence[str], results: dict[str, dict[str, Row]]) -> list[Task]:
-    """Each mode in turn on a fresh copy of the fixture under ``tmp``, into ``results``; the tasks that ran."""
+async def _run_modes(
+    tmp: Path, emulated: bool, only: Sequence[str], results: dict[str, dict[str, Row]], left_out: dict[str, str]
+) -> list[Task]:
+    """Each mode in turn on a fresh copy of the fixture under ``tmp``, into ``results``; the tasks of the set.
+
+    A task of a server whose module the sandbox refuses (``refused_servers``) is
+    left out of the code view (which that server would break whole) and of the
+    code mode, with the reason in ``left_out``.
+    """
     async with serving_site(tmp / "site") as url:
         fixture = await trio.to_thread.run_sync(build, tmp / "world", tmp / "site", url)
         tables, missing = server_tables(fixture)
         tasks = [task for task in TASKS if set(task.servers) <= set(tables) and (not only or task.name in only)]
         for name in missing:
             print(f"  {name} is not installed (tests/interop/install.sh): its tasks are left out")
-        views = {mode: {"catalog": catalog} for mode, catalog in VIEWS.items() if mode != "code" or not emulated}
+        views: dict[str, dict[str, Any]] = {"plain": {"catalog": "all"}, "search": {"catalog": "search"}}
+        refused = {} if emulated else refused_servers(tables)
+        if not emulated:
+            views["code"] = {"catalog": "code", "servers": [name for name in tables if name not in refused]}
+        for task in tasks:
+            if reasons := [refused[server] for server in task.servers if server in refused]:
+                left_out[task.name] = f"code: not run ({'; '.join(reasons)})"
         config = write_settings(tmp / "settings.toml", tables, supervisor={"log_level": "warning"}, views=views)
         plain: list[types.Tool] = []
         for mode in MODES:
@@ -364,7 +312,8 @@ async def _run_modes(tmp: Path, emulated: bool, only: Sequence[str], results: di
             if "memory" in tables:
                 await fill_memory(fixture, tables["memory"])
             view = "search" if mode == "code" and emulated else mode
-            results[mode], listing = await run_mode(mode, config, view, fixture, tasks, plain=plain)
+            ran = [task for task in tasks if mode != "code" or task.name not in left_out]
+            results[mode], listing = await run_mode(mode, config, view, fixture, ran, plain=plain)
             plain = listing if mode == "plain" else plain
     return tasks
 
@@ -377,13 +326,14 @@ async def run(*, quick: bool = False, emulate: bool = False, only: Sequence[str]
     print(f"p10 code mode: {len(TASKS)} tasks, modes plain / search / code", end="")
     print(f" (code ESTIMATED: {problem or '--emulate'})" if emulated else " (code: the real run_code)")
     results: dict[str, dict[str, Row]] = {}
+    left_out: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="p10-") as tmp:
         await trio.to_thread.run_sync(build_site, Path(tmp) / "site")
         try:
-            tasks = await _run_modes(Path(tmp), emulated, only, results)
+            tasks = await _run_modes(Path(tmp), emulated, only, results, left_out)
         finally:
             await reap_marked("p10")
-    out = summary(tasks, results, emulated=emulated)
+    out = summary(tasks, results, emulated=emulated, left_out=left_out)
     out["markdown"] = markdown(tasks, results, out)
     print(out["markdown"])
     return {"p10": out}

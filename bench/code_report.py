@@ -46,25 +46,41 @@ def _verdict(met: bool) -> str:
     return "met" if met else "MISSED"
 
 
-def summary(tasks: Sequence[Task], results: Mapping[str, Mapping[str, Row]], *, emulated: bool) -> dict[str, Any]:
-    """Per task and in total: tokens and turns per mode, the ratios, the targets (module constants)."""
+def summary(
+    tasks: Sequence[Task],
+    results: Mapping[str, Mapping[str, Row]],
+    *,
+    emulated: bool,
+    left_out: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Per task and in total: tokens and turns per mode, the ratios, the targets (module constants).
+
+    The table shows every task with a row in every mode (``left_out`` says why
+    another has none). The medians and the token targets count only the tasks
+    whose answer was right in every mode; the turns target counts every task
+    shown, one whose code run failed as more than two turns (the model would run
+    it again).
+    """
     done = [task for task in tasks if all(task.name in results.get(mode, {}) for mode in MODES)]
     rows = {task.name: {mode: results[mode][task.name] for mode in MODES} for task in done}
-    code_plain = [r["code"].total / r["plain"].total for r in rows.values()]
-    many = [r for task in done if (r := rows[task.name])["plain"].calls >= MANY_CALLS]
+    right = {name: r for name, r in rows.items() if all(row.correct for row in r.values())}
+    code_plain = [r["code"].total / r["plain"].total for r in right.values()]
+    many = [r for r in right.values() if r["plain"].calls >= MANY_CALLS]
     code_search = [r["code"].total / r["search"].total for r in many]
-    short = sum(1 for r in rows.values() if r["code"].turns <= TURNS_TARGET)
-    medians = {mode: _median([r[mode].total for r in rows.values()]) for mode in MODES}
-    turns = {mode: _median([r[mode].turns for r in rows.values()]) for mode in MODES}
+    short = sum(1 for r in rows.values() if r["code"].correct and r["code"].turns <= TURNS_TARGET)
+    medians = {mode: _median([r[mode].total for r in right.values()]) for mode in MODES}
+    turns = {mode: _median([r[mode].turns for r in right.values()]) for mode in MODES}
     share_plain, share_search = _median(code_plain), _median(code_search)
     share_turns = short / len(rows) if rows else float("nan")
     return {
         "tasks": len(done),
         "code_estimated": emulated,
-        "answers_correct": sum(1 for r in rows.values() if all(row.correct for row in r.values())),
+        "left_out": dict(left_out or {}),
+        "answers_correct": len(right),
         "rows": {
             name: {
                 "calls": r["plain"].calls,
+                "correct": name in right,
                 **{
                     mode: {"tokens": r[mode].total, "turns": r[mode].turns, "listing": r[mode].listing}
                     for mode in MODES
@@ -76,7 +92,7 @@ def summary(tasks: Sequence[Task], results: Mapping[str, Mapping[str, Row]], *, 
         "median_tokens": medians,
         "median_turns": turns,
         "median_code_over_plain": round(share_plain, 4),
-        "code_median_over_plain_median": round(medians["code"] / medians["plain"], 4) if rows else None,
+        "code_median_over_plain_median": round(medians["code"] / medians["plain"], 4) if right else None,
         "tasks_of_3_calls": len(many),
         "median_code_over_search_3_calls": round(share_search, 4),
         "share_code_within_2_turns": round(share_turns, 4),
@@ -99,23 +115,26 @@ def markdown(tasks: Sequence[Task], results: Mapping[str, Mapping[str, Row]], ou
     for task in tasks:
         row = out["rows"].get(task.name)
         if row is None:
-            lines.append(f"| {task.name} | {', '.join(task.servers)} | (not run in every mode) |||||||||")
+            why = out["left_out"].get(task.name, "not run in every mode")
+            lines.append(f"| {task.name} | {', '.join(task.servers)} | ({why}) |||||||||")
             continue
         plain, search, code = (row[mode] for mode in MODES)
+        name = task.name if row["correct"] else f"{task.name} (!)"
         lines.append(
-            f"| {task.name} | {', '.join(task.servers)} | {row['calls']} | {plain['tokens']:,} | {plain['turns']}"
+            f"| {name} | {', '.join(task.servers)} | {row['calls']} | {plain['tokens']:,} | {plain['turns']}"
             f" | {search['tokens']:,} | {search['turns']} | {mark}{code['tokens']:,} | {code['turns']}"
             f" | {code['tokens'] / plain['tokens']:.1%} | {code['tokens'] / search['tokens']:.1%} |"
         )
     medians, turns = out["median_tokens"], out["median_turns"]
     lines.append(
-        f"| **median** | | | {medians['plain']:,.0f} | {turns['plain']:g} | {medians['search']:,.0f}"
-        f" | {turns['search']:g} | {mark}{medians['code']:,.0f} | {turns['code']:g}"
+        f"| **median** ({out['answers_correct']} tasks) | | | {medians['plain']:,.0f} | {turns['plain']:g}"
+        f" | {medians['search']:,.0f} | {turns['search']:g} | {mark}{medians['code']:,.0f} | {turns['code']:g}"
         f" | {out['median_code_over_plain']:.1%} | |"
     )
     lines += [
         "",
-        f"Tasks: {out['tasks']}; their answer equal to the expected one in every mode: {out['answers_correct']}.",
+        f"Tasks run in every mode: {out['tasks']}; with the expected answer in every mode: {out['answers_correct']}"
+        " (the medians and the token targets count these; `(!)` marks the others, whose problems follow).",
         f"Code's tokens against plain's, median of the per-task ratios: {out['median_code_over_plain']:.1%}"
         f" (the medians' ratio: {out['code_median_over_plain_median']:.1%}); target <= {PLAIN_SHARE_TARGET:.0%}:"
         f" {out['targets']['code <= 20% of plain']}.",

@@ -79,8 +79,12 @@ WARMEST = Task(
     program="""\
 import asyncio
 from tools import everything
+weather = await asyncio.gather(
+    everything.get_structured_content(location="New York"),
+    everything.get_structured_content(location="Chicago"),
+    everything.get_structured_content(location="Los Angeles"),
+)
 cities = ["New York", "Chicago", "Los Angeles"]
-weather = await asyncio.gather(*[everything.get_structured_content(location=city) for city in cities])
 best = max(range(3), key=lambda i: weather[i]["temperature"])
 {"city": cities[best], "temperature": weather[best]["temperature"], "humidity": weather[best]["humidity"]}
 """,
