@@ -16,6 +16,7 @@ from bench.code_report import Row, markdown, summary
 from bench.code_tasks import SEARCHES, TASKS
 from bench.code_tasks.fixture import ENTITIES, RELATIONS, Fixture
 from bench.code_tasks.task import Task
+from bench.code_world import refused_servers
 
 BOUND_SEC = 10.0
 SERVERS = {"files", "git", "memory", "everything", "time", "fetch"}
@@ -155,3 +156,9 @@ def test_the_summary_judges_the_targets_from_the_rows() -> None:
     table = markdown(tasks, results, out)
     assert table.count("\n| ") == len(tasks) + 1  # the tasks, then the medians
     assert "MISSED" not in table
+
+
+def test_a_server_named_like_a_sandbox_module_is_refused_and_the_others_are_not() -> None:
+    refused = refused_servers({server: {} for server in SERVERS})
+    assert set(refused) == {"time"}
+    assert "'time'" in refused["time"]
