@@ -37,6 +37,12 @@ Answers are checked: every mode's final answer must equal the task's expected
 answer, which is read from the fixture itself (files, ``git``, the memory graph's
 data), never through a server.
 
+A server whose module name pydantic-monty keeps for itself (``time``: see
+``code_world.refused_servers``) would break the code view whole, so the code view
+leaves it out and its tasks have no code row (the table says why); the medians
+count only the tasks answered right in every mode (a failed ``run_code`` is
+reported, and counts as more than two turns).
+
 Before the code view is on this checkout (``code_view_problem``), or with
 ``--emulate``, the code row is **estimated** (marked ``~``): the fixture's copy is
 served by a search view, the program runs in CPython against the real tools
