@@ -11,7 +11,19 @@ from typing import Any
 
 import trio
 
-from bench import big_listing, call_path, fleet, fleet_store, pins, reconnect, retrieval, search, storm, views
+from bench import (
+    big_listing,
+    call_path,
+    code_mode,
+    fleet,
+    fleet_store,
+    pins,
+    reconnect,
+    retrieval,
+    search,
+    storm,
+    views,
+)
 from bench.harness import box_speed, cores, versions
 
 BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
@@ -25,6 +37,7 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p7-lexical": search.run,
     "p8": views.run,
     "p9": pins.run,
+    "p10": code_mode.run,
 }
 
 
