@@ -30,8 +30,6 @@ import asyncio
 import builtins
 import inspect
 import io
-import keyword
-import re
 import types as pytypes
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
@@ -39,23 +37,14 @@ from typing import Any, Final
 import mcp_types as types
 import trio
 
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_]")
+from supervisor.code.names import identifier
+
 RESULT_NAME: Final = "__result__"
 Call = Callable[[str, dict[str, Any]], Awaitable[types.CallToolResult]]
 
 
 class ToolError(Exception):
     """A tool call of a program answered with ``isError`` (its text is the message)."""
-
-
-def identifier(name: str, lead: str) -> str:
-    """``name`` as a Python identifier by code mode's rule; ``lead``: ``s`` module, ``t`` function, ``p`` argument."""
-    made = _UNSAFE.sub("_", name) or lead
-    if made[0].isdigit() or made[0] == "_":
-        made = lead + made
-    if keyword.iskeyword(made):
-        made += "_"
-    return made
 
 
 def value_of(result: types.CallToolResult, structured: bool) -> Any:

@@ -37,11 +37,10 @@ Answers are checked: every mode's final answer must equal the task's expected
 answer, which is read from the fixture itself (files, ``git``, the memory graph's
 data), never through a server.
 
-A server whose module name pydantic-monty keeps for itself (``time``: see
-``code_world.refused_servers``) would break the code view whole, so the code view
-leaves it out and its tasks have no code row (the table says why); the medians
-count only the tasks answered right in every mode (a failed ``run_code`` is
-reported, and counts as more than two turns).
+A server named like a module the sandbox provides is ``tools.<name>_`` in a
+program (``time`` is ``time_``: ``code.names``). The medians count only the tasks
+answered right in every mode (a failed ``run_code`` is reported, and counts as
+more than two turns).
 
 Before the code view is on this checkout (``code_view_problem``), or with
 ``--emulate``, the code row is **estimated** (marked ``~``): the fixture's copy is
@@ -76,7 +75,7 @@ from bench.code_report import MODES, Row, markdown, summary
 from bench.code_tasks import SEARCHES, TASKS
 from bench.code_tasks.fixture import Fixture, build, build_site
 from bench.code_tasks.task import Reply, Task, ToolFailed, normal
-from bench.code_world import START_BOUND_SEC, fill_memory, refused_servers, server_tables, serving_site
+from bench.code_world import START_BOUND_SEC, fill_memory, server_tables, serving_site
 from bench.harness import open_host, reap_marked, sidecar_argv, write_settings
 from bench.views import settled_listing
 from supervisor.catalog.token_estimate import BYTES_PER_TOKEN, estimate_tokens
@@ -292,12 +291,7 @@ async def run_mode(
 async def _run_modes(
     tmp: Path, emulated: bool, only: Sequence[str], results: dict[str, dict[str, Row]], left_out: dict[str, str]
 ) -> list[Task]:
-    """Each mode in turn on a fresh copy of the fixture under ``tmp``, into ``results``; the tasks of the set.
-
-    A task of a server whose module the sandbox refuses (``refused_servers``) is
-    left out of the code view (which that server would break whole) and of the
-    code mode, with the reason in ``left_out``.
-    """
+    """Each mode in turn on a fresh copy of the fixture under ``tmp``, into ``results``; the tasks of the set."""
     async with serving_site(tmp / "site") as url:
         fixture = await trio.to_thread.run_sync(build, tmp / "world", tmp / "site", url)
         tables, missing = server_tables(fixture)
@@ -305,12 +299,8 @@ async def _run_modes(
         for name in missing:
             print(f"  {name} is not installed (tests/interop/install.sh): its tasks are left out")
         views: dict[str, dict[str, Any]] = {"plain": {"catalog": "all"}, "search": {"catalog": "search"}}
-        refused = {} if emulated else refused_servers(tables)
         if not emulated:
-            views["code"] = {"catalog": "code", "servers": [name for name in tables if name not in refused]}
-        for task in tasks:
-            if reasons := [refused[server] for server in task.servers if server in refused]:
-                left_out[task.name] = f"code: not run ({'; '.join(reasons)})"
+            views["code"] = {"catalog": "code"}
         config = write_settings(tmp / "settings.toml", tables, supervisor={"log_level": "warning"}, views=views)
         plain: list[types.Tool] = []
         for mode in MODES:

@@ -18,7 +18,6 @@ from typing import Any, Final
 
 import trio
 
-from bench.code_emulator import identifier
 from bench.code_tasks.fixture import ENTITIES, RELATIONS, Fixture
 from bench.harness import BENCH_MARK_ENV, bench_mark, marked_env, open_host
 from bench.search import SERVERS as REAL_SERVERS
@@ -26,28 +25,6 @@ from bench.search import SERVERS as REAL_SERVERS
 SERVER_OF: Final = {"files": "fs", "git": "git", "memory": "memory", "everything": "everything", "time": "time"}
 """Our server names -> ``bench.search.SERVERS``' (where their commands are); ``fetch`` is ``fetch`` there too."""
 START_BOUND_SEC: Final = 90.0
-
-
-def refused_servers(tables: Mapping[str, Any]) -> dict[str, str]:
-    """The servers whose module name the sandbox keeps for itself (``time``, ``json``...), each with why.
-
-    A code view over such a server cannot build its ``tools`` package
-    (pydantic-monty 1.4.0 refuses an ``ExternalModule`` that shadows one of its
-    own modules), so its every search and run fails: ``bench.code_mode`` leaves
-    the server out of the code view and its tasks out of the code mode.
-    """
-    try:
-        import pydantic_monty as pm  # noqa: PLC0415 - the code extra; absent, there is no code view to feed
-    except ImportError:
-        return {}
-    refused = {}
-    for name in tables:
-        module = identifier(name, "s")
-        try:
-            pm.ExternalModule({module: pm.ExternalModule({})})
-        except ValueError:
-            refused[name] = f"the sandbox keeps the module name {module!r} for itself, so tools.{module} cannot exist"
-    return refused
 
 
 def server_tables(fixture: Fixture) -> tuple[dict[str, dict[str, Any]], list[str]]:

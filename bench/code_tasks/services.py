@@ -136,10 +136,10 @@ MEETING_TIMES = Task(
     program=f"""\
 import asyncio
 import json
-from tools import time
+from tools import time_
 zones = {list(ZONES)}
 answers = await asyncio.gather(
-    *[time.convert_time(source_timezone="{MEETING[0]}", time="{MEETING[1]}", target_timezone=zone) for zone in zones]
+    *[time_.convert_time(source_timezone="{MEETING[0]}", time="{MEETING[1]}", target_timezone=zone) for zone in zones]
 )
 {{zone: json.loads(answer)["target"]["datetime"][11:16] for zone, answer in zip(zones, answers)}}
 """,
@@ -167,8 +167,8 @@ KATHMANDU = Task(
     code_query="convert a time between time zones",
     program="""\
 import json
-from tools import time
-answer = await time.convert_time(source_timezone="Europe/London", time="09:00", target_timezone="Asia/Kathmandu")
+from tools import time_
+answer = await time_.convert_time(source_timezone="Europe/London", time="09:00", target_timezone="Asia/Kathmandu")
 json.loads(answer)["time_difference"]
 """,
 )

@@ -11,12 +11,11 @@ import mcp_types as types
 import pytest
 import trio
 
-from bench.code_emulator import ToolError, functions_of, identifier, run_program, used_functions
+from bench.code_emulator import ToolError, functions_of, run_program, used_functions
 from bench.code_report import Row, markdown, summary
 from bench.code_tasks import SEARCHES, TASKS
 from bench.code_tasks.fixture import ENTITIES, RELATIONS, Fixture
 from bench.code_tasks.task import Task
-from bench.code_world import refused_servers
 
 BOUND_SEC = 10.0
 SERVERS = {"files", "git", "memory", "everything", "time", "fetch"}
@@ -83,20 +82,6 @@ def test_the_memory_graph_relates_only_entities_it_has() -> None:
     assert all(relation["from"] in names and relation["to"] in names for relation in RELATIONS)
 
 
-@pytest.mark.parametrize(
-    ("name", "lead", "made"),
-    [
-        ("get-sum", "t", "get_sum"),
-        ("2fa", "t", "t2fa"),
-        ("_x", "p", "p_x"),
-        ("class", "p", "class_"),
-        ("a.b", "s", "a_b"),
-    ],
-)
-def test_names_become_identifiers_by_code_modes_rule(name: str, lead: str, made: str) -> None:
-    assert identifier(name, lead) == made
-
-
 async def test_a_program_gets_structured_content_or_text_gathers_calls_and_prints() -> None:
     listing = [
         types.Tool(name="demo__get-sum", input_schema={"type": "object", "properties": {"a": {}, "b": {}}}),
@@ -156,9 +141,3 @@ def test_the_summary_judges_the_targets_from_the_rows() -> None:
     table = markdown(tasks, results, out)
     assert table.count("\n| ") == len(tasks) + 1  # the tasks, then the medians
     assert "MISSED" not in table
-
-
-def test_a_server_named_like_a_sandbox_module_is_refused_and_the_others_are_not() -> None:
-    refused = refused_servers({server: {} for server in SERVERS})
-    assert set(refused) == {"time"}
-    assert "'time'" in refused["time"]
