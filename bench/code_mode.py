@@ -79,6 +79,7 @@ from bench.code_world import START_BOUND_SEC, fill_memory, server_tables, servin
 from bench.harness import open_host, reap_marked, sidecar_argv, write_settings
 from bench.views import settled_listing
 from supervisor.catalog.token_estimate import BYTES_PER_TOKEN, estimate_tokens
+from supervisor.code.names import identifier
 from supervisor.config.models import Settings
 from tests.sidecar import Host
 
@@ -158,7 +159,7 @@ async def _wait_searchable(host: Host, tools: set[str]) -> None:
                 result = await host.session.call_tool("search_tools", {"query": SEARCHES[tool], "limit": 50})
                 module, _, function = tool.partition("__")
                 text = reply_of(result).text
-                if tool in text or f"{module}.{function.replace('-', '_')}" in text:
+                if tool in text or f"{identifier(module, 's')}.{identifier(function, 't')}" in text:
                     break
                 await trio.sleep(POLL_SEC)
 
