@@ -15,6 +15,7 @@ from bench import (
     big_listing,
     call_path,
     code_mode,
+    code_search,
     fleet,
     fleet_store,
     pins,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "p8": views.run,
     "p9": pins.run,
     "p10": code_mode.run,
+    "p11": code_search.run,
 }
 
 
