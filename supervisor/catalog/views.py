@@ -99,7 +99,7 @@ class ViewRules:
             search=view.catalog in ("search", "code"),
             code=view.catalog == "code",
             always_visible=_compile(view.always_visible),
-            search_limit=view.search_limit,
+            search_limit=view.default_search_limit,
         )
 
     @property

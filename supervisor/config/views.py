@@ -28,10 +28,12 @@ from supervisor.config.values import env_name_problem
 VIEW_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
 """What a view may be called: it becomes the path ``/mcp/<name>``."""
 DEFAULT_SEARCH_LIMIT: Final = 5
-DEFAULT_CODE_SEARCH_LIMIT: Final = 19
-"""A code view's ``search_tools`` default (issue 58, ``bench p11``): a hit's typed signature costs about a fifth
-of a search view's schema, so 19 of them still cost less than 5 schemas (median 926-957 tokens against
-1,120-1,208) and find the tool for more requests (R@19 0.868 fused, 0.838 lexical, against R@5 0.766 and 0.698)."""
+DEFAULT_CODE_SEARCH_LIMIT: Final = 10
+"""A code view's ``search_tools`` default (issue 58, ``bench p11``). A hit's typed signature costs about a fifth of
+a search view's schema: 10 of them cost 42% of 5 schemas (median 475 tokens against 1,120) and find an answering
+tool for more requests (R@10 0.847 fused, 0.779 lexical, against R@5 0.766 and 0.698). At equal tokens (22-23
+signatures) recall is 0.877 / 0.847: the 3-7 points more cost ~600 tokens on every search, more than the extra
+search a miss costs at that rate, so the default stops at the knee."""
 MAX_SEARCH_LIMIT: Final = 50
 
 _Glob = Annotated[str, Field(min_length=1)]
@@ -50,8 +52,17 @@ class ViewSettings(BaseModel):
     catalog: Literal["all", "search", "code"] = "all"
     always_visible: list[_Glob] = []
     """``catalog = "search"`` or ``"code"``: globs of the tools still listed beside the view's own two."""
-    search_limit: int = Field(default=DEFAULT_SEARCH_LIMIT, ge=1, le=MAX_SEARCH_LIMIT)
-    """How many matches ``search_tools`` returns when the host gives no ``limit``."""
+    search_limit: int | None = Field(default=None, ge=1, le=MAX_SEARCH_LIMIT)
+    """How many matches ``search_tools`` returns when the host gives no ``limit`` (unset: ``DEFAULT_SEARCH_LIMIT``,
+    or ``DEFAULT_CODE_SEARCH_LIMIT`` for a code view: ``default_search_limit``)."""
+
+    @property
+    def default_search_limit(self) -> int:
+        """``search_limit``, or this kind of view's default."""
+        if self.search_limit is not None:
+            return self.search_limit
+        return DEFAULT_CODE_SEARCH_LIMIT if self.catalog == "code" else DEFAULT_SEARCH_LIMIT
+
     code: CodeOverrides = CodeOverrides()
     """``catalog = "code"``: this view's own limits of a program (``[supervisor.code]`` gives the rest)."""
 

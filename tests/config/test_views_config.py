@@ -117,3 +117,10 @@ def test_without_the_engine_a_code_view_is_one_config_error_naming_the_view_and_
     assert str(caught.value).count("pip install 'trio-mcp-supervisor[code]'") == 1
     assert 'views.agent: catalog = "code" runs programs' in str(caught.value)
     _load(tmp_path, '[views.docs]\ncatalog = "search"\n')  # other views do not need it
+
+
+def test_a_code_views_search_limit_defaults_to_its_own(tmp_path: Path) -> None:
+    settings = _load(tmp_path, '[views.agent]\ncatalog = "code"\n[views.find]\ncatalog = "search"\n[views.mine]\n'
+                     'catalog = "code"\nsearch_limit = 3\n')  # fmt: skip
+    limits = {name: view.default_search_limit for name, view in settings.views.items()}
+    assert limits == {"agent": 10, "find": 5, "mine": 3}
