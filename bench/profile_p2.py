@@ -49,7 +49,8 @@ INTEREST: Final = {
     "anyio streams": ("anyio/streams/memory.py",),
     "supervisor front/upstream": (
         "supervisor/host/front.py",
-        "supervisor/host/pipeline/runner.py",
+        "supervisor/host/pipeline/driver.py",
+        "supervisor/host/pipeline/adapters.py",
         "supervisor/upstream/session.py",
     ),
 }

@@ -34,7 +34,7 @@
   the paired c1 ratios shaped / plain, each tool's c32 calls/s (median over windows),
   their ratio and the median of the paired windows' ratios, and the sidecar's CPU per
   c32 call. Done once per host era, each on a sidecar of its own: a 2026 stdio host's
-  calls take the splice, a handshake-era host's the SDK path (``host.pipeline.runner``).
+  calls take the splice, a handshake-era host's the SDK path (``host.pipeline.adapters``).
 
 Concurrency: this process is every host; each sidecar is started by
 ``harness.open_host`` (stopped by closing its stdin, bounded, then its process group is

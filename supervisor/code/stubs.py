@@ -3,7 +3,9 @@
 A tool's ``inputSchema`` becomes keyword-only parameters (a tool takes named
 arguments): the required ones first, the others with their schema's default
 when it is a plain JSON value, else ``= ...``, which a stub reads as "may be
-left out" (a program that leaves it out sends nothing for it). Its
+left out" (a program that leaves it out sends nothing for it). A schema that
+names no property and does not forbid others (``{"type": "object"}``) takes
+any keyword arguments (``**arguments: Any``), sent under their own names. Its
 ``outputSchema`` becomes a ``TypedDict`` the function returns (the call's
 ``structuredContent``); without one the function returns ``str`` (the call's
 text). Types, from JSON Schema:
@@ -239,6 +241,10 @@ def tool_stub(module: str, function: str, entry: ToolEntry, types: _Types | None
         params.append(f"{name}: {full(sub, hint)}{tail}")
         short.append(f"{name}: {inline(sub, hint)}{tail}")
         docs.append((name, _description(sub.get("description")) if isinstance(sub, Mapping) else ""))
+    star = "*, " if params else ""
+    if not properties and input_schema.get("additionalProperties") is not False:  # it names none: it takes any
+        params.append("**arguments: Any")
+        short.append("**arguments: Any")
     structured = isinstance(output_schema, Mapping) and bool(output_schema)
     if structured:
         assert output_schema is not None
@@ -248,7 +254,6 @@ def tool_stub(module: str, function: str, entry: ToolEntry, types: _Types | None
         returns = returns_short = "str"
     summary = _description(entry.description)[:_DESCRIPTION_CHARS]
     first = summary.split(". ")[0].rstrip(".") if summary else ""
-    star = "*, " if params else ""
     source = f"async def {function}({star}{', '.join(params)}) -> {returns}:\n{_docstring(summary, docs)}\n"
     signature = f"{module}.{function}({star}{', '.join(short)}) -> {returns_short}"
     return ToolStub(module, function, entry.public_name, signature, first, dict(names.origin), structured, source)

@@ -41,10 +41,8 @@ from mcp.server import ServerRequestContext
 from supervisor.catalog.fusion import DEPTH, fuse
 from supervisor.catalog.search import Match, describe
 from supervisor.catalog.views import CALL_TOOL, MAX_SEARCH_LIMIT, SEARCH_TOOL, CatalogView
-from supervisor.host.pipeline.runner import error_result
-
-CallResult = types.CallToolResult | types.InputRequiredResult
-CallTool = Callable[[ServerRequestContext[Any], types.CallToolRequestParams], Awaitable[CallResult]]
+from supervisor.host.pipeline.adapters import CallResult, CallTool
+from supervisor.host.pipeline.driver import error_result
 
 
 class CatalogSearch:

@@ -16,14 +16,16 @@ two (``catalog.views.code_tools``):
 Every call a program makes is a call of the host that sent ``run_code``: it is
 routed by the view (``Front.route``: a tool of another view, a hidden one, or
 a pinned one withheld is unknown, with the same text a host would get) and
-runs through the Front's call runner (``ToolCalls.call_tool_wire``) with that
-host's request context, so transforms, the pin guard, ``tool_timeout_sec``,
-the unknown-tool heal, attribution (its progress, logs and questions reach
-that host, against its request), metrics and spans apply as to a host's own
-call. What the program gets back: the call's ``structuredContent`` where the
-tool declares an ``outputSchema``, else its text; a tool's error (``isError``,
-a JSON-RPC error, an unavailable server) raises ``RuntimeError`` in the
-program with the server's message.
+runs through the pipeline's driver as a ``ToolCall`` of origin ``sandbox``
+(``host.pipeline.call``) with that host's request context: this module is one
+more adapter, and transforms, the pin guard, ``tool_timeout_sec``, the
+unknown-tool heal, attribution (its progress, logs and questions reach that
+host, against its request), metrics and spans (an INTERNAL span under the
+``run_code`` call's) apply as to a host's own call. What the program gets
+back: the call's ``structuredContent`` where the tool declares an
+``outputSchema``, else its text; a tool's error (``isError``, a JSON-RPC
+error, an unavailable server) raises ``RuntimeError`` in the program with the
+server's message.
 
 What ``run_code`` answers: the program's value (``code.values.encode``: a
 text as it is, anything else as JSON, cut at ``max_result_bytes``) and what it
@@ -59,8 +61,10 @@ from supervisor.code.api import ViewApi
 from supervisor.code.engine import RunFailed, Sandbox, ToolError, tools_module
 from supervisor.code.stubs import ToolEntry
 from supervisor.code.values import encode, plain
-from supervisor.host.catalog_search import CallResult, CallTool, rank, search_arguments
-from supervisor.host.pipeline.runner import error_result
+from supervisor.host.catalog_search import rank, search_arguments
+from supervisor.host.pipeline.adapters import CallResult, CallTool
+from supervisor.host.pipeline.call import ToolCall
+from supervisor.host.pipeline.driver import error_result
 from supervisor.root import Supervisor
 from supervisor.server_actor import ServerActor
 
@@ -70,12 +74,10 @@ _MISSING: Final = re.compile(r"[Mm]odule [`']([\w.]+)[`'] has no (?:member|attri
 """The type check's and the runtime's words for a function a module does not have."""
 
 
-class CallRunner(Protocol):
-    """The Front's call runner (``host.pipeline.runner.ToolCalls``)."""
+class CallDriver(Protocol):
+    """The pipeline's driver (``host.pipeline.driver.ToolCalls``)."""
 
-    async def call_tool_wire(
-        self, ctx: ServerRequestContext[Any], tool: RegisteredTool, actor: ServerActor, arguments: dict[str, Any] | None
-    ) -> dict[str, Any]: ...
+    async def run(self, call: ToolCall) -> dict[str, Any]: ...
 
 
 class CodingFront(Protocol):
@@ -85,7 +87,7 @@ class CodingFront(Protocol):
     def supervisor(self) -> Supervisor: ...
 
     @property
-    def tool_calls(self) -> CallRunner: ...
+    def tool_calls(self) -> CallDriver: ...
 
     def route(self, public_name: str) -> tuple[RegisteredTool, ServerActor] | None: ...
 
@@ -165,8 +167,9 @@ class CodeMode:
         api, tools = self.current()
         limits = self._front.supervisor.settings.code_limits(self._view.name)
         started = trio.current_time()
+        inner_call = partial(self._inner_call, ctx, api)
         try:
-            result = await self._sandbox.execute(code, tools, partial(self._inner_call, ctx, api), limits)
+            result = await self._sandbox.execute(code, tools, inner_call, limits)
         except RunFailed as exc:
             logger.info("view=%s run_code failed (%s) after %.0f ms", self._view.name, exc.kind,
                         (trio.current_time() - started) * 1000)  # fmt: skip
@@ -198,7 +201,8 @@ class CodeMode:
     async def _inner_call(
         self, ctx: ServerRequestContext[Any], api: ViewApi, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """One call the program made (``code.engine.CallTool``): routed by the view, run as the host's own."""
+        """One call the program made (``code.engine.CallTool``): routed by the view, run by the driver as the host's
+        own (``ctx``: the ``run_code`` request, to which it is attributed)."""
         stub = api.by_call.get(name)
         if stub is None:  # the engine refuses a name its modules lack; a stale API would reach here
             raise ToolError(f"{name.removeprefix('tools.')}: no such tool in this view")
@@ -209,9 +213,9 @@ class CodeMode:
         routed = self._front.route(stub.public_name)
         if routed is None:
             raise ToolError(f"{what}: {self._front.unknown('tool', stub.public_name).error.message}")
-        tool, actor = routed
+        call = ToolCall.for_sandbox(ctx, self._view.name, routed, arguments)
         try:
-            result = await self._front.tool_calls.call_tool_wire(ctx, tool, actor, arguments)
+            result = await self._front.tool_calls.run(call)
         except MCPError as exc:
             raise ToolError(f"{what}: {exc.error.message}") from None
         except Exception as exc:  # what the host would get as a JSON-RPC error (an output schema not met, say)

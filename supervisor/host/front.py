@@ -76,8 +76,9 @@ from supervisor.host.capabilities import instructions
 from supervisor.host.catalog_search import CatalogSearch
 from supervisor.host.change_notices import ChangeNotices
 from supervisor.host.lists import FrontLists
+from supervisor.host.pipeline.adapters import OwnTools, call_tool
+from supervisor.host.pipeline.driver import ToolCalls
 from supervisor.host.pipeline.exchanges import ExchangeTable
-from supervisor.host.pipeline.runner import OwnTools, ToolCalls
 from supervisor.host.relay import Relay
 from supervisor.host.resource_routes import ResourceRoutes
 from supervisor.host.resource_subscriptions import ResourceSubscriptions
@@ -149,7 +150,7 @@ class Front:
         relay.subscriptions.on_change(supervisor.set_subscriptions)
         self._call_failures = RateLimitedLog(logger, window_sec=CALL_FAILURE_LOG_WINDOW_SEC)
         self.tool_calls = ToolCalls(self)
-        """The SDK path's tools/call handler and the fast path's runner (``host.pipeline.runner``)."""
+        """The pipeline's driver: every call a task carries runs through it (``host.pipeline.driver``)."""
         self.lists = FrontLists(
             supervisor, self.view, stamp=lambda: self.server.server_info_stamp, wait=self.wait_for_first_attempts
         )
@@ -162,7 +163,7 @@ class Front:
             instructions=instructions(supervisor.registry.rule.prefix),
             get_tool_input_schema=self.view.input_schema,
             on_list_tools=self.lists.list_tools,
-            on_call_tool=self.tool_calls.call_tool,
+            on_call_tool=partial(call_tool, self),
             on_list_prompts=self.lists.list_prompts,
             on_get_prompt=self._get_prompt,
             on_list_resources=self.lists.list_resources,

@@ -18,6 +18,9 @@ What is traced, and by whom:
   dispatcher makes a span of its own for the same request and injects it; the
   ``covering`` marker lets ``telemetry.sdk`` fold that one into ours, so the
   upstream's span parents on the sidecar's CLIENT span.
+* a call a program makes in ``run_code`` (a code view): an INTERNAL span,
+  a child of the ``run_code`` call's SERVER span (``start_sandbox_call``),
+  with the upstream request's CLIENT span under it.
 * the sidecar's own work (a catalog sync, a reconnect, a fleet-store call) has
   its spans in ``telemetry.work``.
 
@@ -385,3 +388,32 @@ def start_spliced_call(
         request_id=upstream_id,
     )
     return SplicedTrace(host, client)
+
+
+def start_sandbox_call(
+    public_name: str,
+    *,
+    server: str,
+    generation: int,
+    arguments: Any = None,
+) -> CallSpan:
+    """The span of a call a program made in ``run_code``: INTERNAL (no request of its own reached us), a child of
+    the current span (the ``run_code`` call's, in the run's tasks), and the parent of the upstream request's CLIENT
+    span. It says how the call ended as a host's call's span does (``mcp_supervisor.outcome``)."""
+    attributes: dict[str, Any] = {
+        C.METHOD: "tools/call",
+        C.OPERATION: C.EXECUTE_TOOL,
+        C.TOOL_NAME: public_name,
+        C.SERVER: server,
+        C.GENERATION: generation,
+    }
+    if arguments is not None and TELEMETRY.capture_content:
+        attributes[C.ARGUMENTS] = as_json(arguments)
+    span = _tracer.start_span(
+        f"tools/call {public_name}",
+        kind=SpanKind.INTERNAL,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+    return CallSpan(span, is_server=True)

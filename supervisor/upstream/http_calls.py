@@ -147,7 +147,9 @@ class HttpCalls:
         assert self._client is not None
         request_id = f"{ID_PREFIX}{next(self._ids)}"
         all_headers = {**BASE_HEADERS, **headers}
-        if TELEMETRY.on:  # the current span is the call's CLIENT span (``host.pipeline.runner``): its context goes on
+        if (
+            TELEMETRY.on
+        ):  # the current span is the call's CLIENT span (``host.pipeline.stages.TaskTrace``): its context goes on
             params = {**params, "_meta": dict(params.get("_meta") or {})}
             traced_request(params["_meta"], all_headers, request_id)
         body = to_json({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})

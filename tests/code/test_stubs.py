@@ -86,6 +86,19 @@ def test_a_tool_without_an_output_schema_returns_text_and_odd_schemas_are_any() 
     ast.parse(tool_stub("x", "t", ToolEntry("x__t", "t", "", loop, None)).source)  # a self-reference ends in Any
 
 
+@pytest.mark.parametrize(
+    ("schema", "signature"),
+    [({"type": "object"}, "x.t(**arguments: Any) -> str"), ({}, "x.t(**arguments: Any) -> str"),
+     ({"type": "object", "additionalProperties": False}, "x.t() -> str")],
+)  # fmt: skip
+def test_a_schema_that_names_no_argument_takes_any_unless_it_forbids_them(
+    schema: dict[str, Any], signature: str
+) -> None:
+    stub = tool_stub("x", "t", ToolEntry("x__t", "t", None, schema, None))
+    assert stub.signature == signature
+    ast.parse(stub.source)
+
+
 def test_detail_gives_the_full_stub_after_the_types_it_names() -> None:
     stubs = server_stubs("files", [READ])
     text = detail(stubs.tools["read"], stubs)

@@ -2,7 +2,7 @@
 
 Real sidecars (``python -m supervisor run``, stdio or HTTP front) over real fixture
 servers, real ``mcp.Client`` hosts of both eras. Which call path a call takes
-follows ``host.pipeline.runner``'s table: over stdio a 2026-era host's plain call to a
+follows ``host.pipeline.paths``'s table: over stdio a 2026-era host's plain call to a
 2026-era upstream is spliced, over HTTP it takes the fast path, and a
 handshake-era host's call takes the SDK path; so the transformed tool is called
 on every path across these tests' parameters.

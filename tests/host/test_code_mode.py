@@ -8,6 +8,7 @@ here (``tests/code/test_engine.py``; end to end: ``tests/e2e/test_code_mode.py``
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from supervisor.code.api import ViewApi
 from supervisor.code.engine import ToolError
 from supervisor.code.stubs import ToolEntry
 from supervisor.host.code_mode import CodeMode, tool_value
+from supervisor.host.pipeline.call import ToolCall
 
 ENTRY = ToolEntry(
     "fx__read",
@@ -45,16 +47,19 @@ class FakeFront:
     def unknown(self, kind: str, name: str) -> MCPError:
         return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: withheld by pinning")
 
-    async def call_tool_wire(self, ctx: Any, tool: Any, actor: Any, arguments: dict[str, Any] | None) -> dict[str, Any]:
-        self.calls.append(arguments)
+    async def run(self, call: ToolCall) -> dict[str, Any]:
+        assert call.origin == "sandbox" and call.view == "code" and call.request_id == 3
+        self.calls.append(call.arguments)
         if self.error is not None:
             raise self.error
         return self.answer
 
 
 async def _call(front: FakeFront, *args: Any, **kwargs: Any) -> Any:
-    mode = CodeMode(front, view=None, settle=None)  # type: ignore[arg-type]  # neither is read by a call
-    return await mode._inner_call(None, API, "tools.fx.read", args, kwargs)  # type: ignore[arg-type]
+    view = SimpleNamespace(name="code")
+    mode = CodeMode(front, view=view, settle=None)  # type: ignore[arg-type]  # only its name is read by a call
+    ctx = SimpleNamespace(request_id=3)  # the run_code request's: its calls are attributed to it
+    return await mode._inner_call(ctx, API, "tools.fx.read", args, kwargs)  # type: ignore[arg-type]
 
 
 async def test_a_calls_arguments_go_out_under_their_json_keys_as_json() -> None:

@@ -29,6 +29,7 @@ from mcp_types import (
 
 from supervisor.host.http.answers import PING_SEC
 from supervisor.host.http.posts import HttpFastCalls
+from supervisor.host.pipeline.call import ToolCall
 from supervisor.telemetry.spans import TELEMETRY
 
 MODERN: Final = "2026-07-28"
@@ -62,13 +63,14 @@ class _FakeFront:
         self.contexts: list[Any] = []
         self._call = call
         self.tool_calls = self
+        self.view = SimpleNamespace(name="")
 
     def route(self, name: str) -> Any:
         return (self.tool, self.actor) if name == "mcp__fx__echo" else None
 
-    async def call_tool_wire(
-        self, ctx: Any, tool: Any, actor: Any, arguments: Any, own_span: Any = None
-    ) -> dict[str, Any]:
+    async def run(self, call: ToolCall) -> dict[str, Any]:
+        assert call.origin == "http"
+        ctx, arguments = call.host, call.arguments or {}
         self.contexts.append(ctx)
         if self._call is not None:
             result: dict[str, Any] = await self._call(arguments)

@@ -3,7 +3,7 @@
 In-process, as ``test_http_handshake_splice.py``: ``HttpFastCalls`` over raw
 ASGI, a real session of a real SDK session manager, and a Front whose tool's
 server has no splice (a server over HTTP), so ``path_of`` says ``"fast"``; the
-fast path's runner (``ToolCalls.call_tool_wire``, tested with the SDK path's)
+pipeline's driver (``ToolCalls.run``, tested with the SDK path's)
 is a script here. End to end, with a real host and server:
 ``tests/e2e/test_fidelity_routing.py``'s ``test_a_hosts_calls_to_a_2026_http_server…``.
 """
@@ -51,9 +51,9 @@ async def _fast_session(
     """A handshake-era session whose tool's server is 2026-era over HTTP (no splice): its calls run here."""
     async with _session(make_upstream) as (host, front, _):
         front.actor = SimpleNamespace(ready_upstream=SimpleNamespace(splice=None, modern=True))
-        runner = _Runner()  # ``ToolCalls.call_tool_wire`` as a script: each call waits for ``answer``
+        runner = _Runner()  # ``ToolCalls.run`` as a script: each call waits for ``answer``
         runner.result = RESULT
-        front.call_tool_wire = runner.call_tool_wire  # type: ignore[method-assign]
+        front.run = runner.run  # type: ignore[method-assign]
         yield host, front, runner
 
 

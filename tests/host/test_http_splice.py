@@ -83,6 +83,7 @@ class _Front:
         self.failures: list[tuple[str, str]] = []
         self.fast_calls = 0
         self.tool_calls = self
+        self.view = SimpleNamespace(name="")
 
     def route(self, name: str) -> Any:
         return (self.tool, self.actor) if name == "mcp__fx__echo" else None
@@ -93,9 +94,7 @@ class _Front:
     def note_call_failure(self, tool: Any, kind: str, text: str) -> None:
         self.failures.append((kind, text))
 
-    async def call_tool_wire(
-        self, ctx: Any, tool: Any, actor: Any, arguments: Any, own_span: Any = None
-    ) -> dict[str, Any]:
+    async def run(self, call: Any) -> dict[str, Any]:
         self.fast_calls += 1
         return {"content": [], "resultType": "complete"}
 

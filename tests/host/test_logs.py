@@ -21,6 +21,7 @@ from supervisor.catalog.registry import Registry
 from supervisor.config.models import Settings
 from supervisor.config.servers import ReconnectSettings, ServerSettings
 from supervisor.host.front import CALL_FAILURE_LOG_WINDOW_SEC, Front
+from supervisor.host.pipeline.adapters import call_tool
 from supervisor.host.relay import Relay
 from supervisor.ops.logs import PRUNE_ABOVE_KEYS, RateLimitedLog
 from supervisor.root import Supervisor
@@ -116,9 +117,9 @@ async def test_a_flood_of_failed_calls_to_a_down_server_logs_one_warning_per_win
             await trio.testing.wait_all_tasks_blocked()
             assert supervisor.statuses()[0].state == "reconnecting"
             for _ in range(500):
-                assert getattr(await front.tool_calls.call_tool(ctx, params), "is_error", False)
+                assert getattr(await call_tool(front, ctx, params), "is_error", False)
             await trio.sleep(CALL_FAILURE_LOG_WINDOW_SEC)
-            assert getattr(await front.tool_calls.call_tool(ctx, params), "is_error", False)
+            assert getattr(await call_tool(front, ctx, params), "is_error", False)
             nursery.cancel_scope.cancel()
     records = [r for r in caplog.records if r.name == "supervisor.host.front"]
     assert [(r.levelname, getattr(r, "suppressed", None)) for r in records] == [("WARNING", 0), ("WARNING", 499)]

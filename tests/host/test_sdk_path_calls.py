@@ -1,9 +1,9 @@
-"""A call the SDK's server reads (``ToolCalls.call_tool``) runs through the same runner as a front's own answer.
+"""A call the SDK's server reads (``adapters.call_tool``) runs through the same driver as a front's own answer.
 
 The Front runs in-process (a real ``Supervisor`` with one real fixture server
 behind it) and a real ``mcp.Client`` host talks to its MCP server over memory
 streams, so every call here is the SDK's server's to read: the handler hands it
-to ``ToolCalls.call_tool_wire``, and each test reads the result and the metrics.
+to the driver (``ToolCalls.run``), and each test reads the result and the metrics.
 """
 
 from __future__ import annotations

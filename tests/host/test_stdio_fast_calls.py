@@ -1,7 +1,7 @@
 """``host.stdio.tasks``: a stdio host's fast-path call, run off the host wire, not by the SDK's server.
 
 In-process: the host wire is a memory stream, the call's upstream a fake
-behind ``ToolCalls.call_tool_wire`` (the fast path's own code is the SDK
+behind the driver (``ToolCalls.run``: the fast path's own code is the SDK
 path's, tested there), routed to a 2026-era server over HTTP (no splice), so
 ``path_of`` says ``"fast"`` for a host of either era. End to end, with a real
 host and server: ``tests/e2e/test_fidelity_routing.py``'s
@@ -31,6 +31,7 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
 )
 
+from supervisor.host.pipeline.call import ToolCall
 from supervisor.host.stdio.reader import HostSplice
 from supervisor.telemetry.spans import TELEMETRY
 from supervisor.wire.codec import BIG_LINE_BYTES
@@ -47,7 +48,7 @@ RESULT = {"content": [{"type": "text", "text": "hi"}], "resultType": "complete"}
 
 
 class _ToolCalls:
-    """``ToolCalls.call_tool_wire`` as the fake upstream plays it: each call waits for the test to answer it."""
+    """The driver (``ToolCalls.run``) as the fake upstream plays it: each call waits for the test to answer it."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, dict[str, Any] | None]] = []
@@ -58,10 +59,10 @@ class _ToolCalls:
         self.log_first = False
         self.progress_first = False
 
-    async def call_tool_wire(
-        self, ctx: Any, tool: Any, actor: Any, arguments: dict[str, Any] | None, own_span: Any = None
-    ) -> Any:
-        self.calls.append((ctx, arguments))
+    async def run(self, call: ToolCall) -> Any:
+        assert call.origin in ("stdio", "http")  # a front's own task read it
+        ctx = call.host
+        self.calls.append((ctx, call.arguments))
         self.started.set()
         if self.log_first:  # what ``HostCall.send_log`` sends for an upstream's log message of the call
             params = types.LoggingMessageNotificationParams(level="info", data="working")
@@ -85,6 +86,7 @@ class _Front(SpliceFront):
     def __init__(self) -> None:
         super().__init__()
         self.tool_calls = _ToolCalls()
+        self.view = SimpleNamespace(name="")
         self.shutting_down = False
         tool = SimpleNamespace(source=SimpleNamespace(output_schema=None), owner="fx", raw_name="echo")
         self._routed = (tool, SimpleNamespace(ready_upstream=SimpleNamespace(splice=None, modern=True)))

@@ -432,8 +432,8 @@ async def in_memory_front(front: Any) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def serve_sidecar(config: Any) -> AsyncIterator[Sidecar]:
-    """An in-process Supervisor and Front over the servers of ``config`` (a settings file)."""
+async def serve_sidecar(config: Any, *, view: str = "") -> AsyncIterator[Sidecar]:
+    """An in-process Supervisor and Front over the servers of ``config`` (a settings file), for ``view``."""
     from supervisor.config.loader import load_settings  # noqa: PLC0415
     from supervisor.host.front import Front  # noqa: PLC0415
     from supervisor.host.relay import Relay  # noqa: PLC0415
@@ -442,7 +442,7 @@ async def serve_sidecar(config: Any) -> AsyncIterator[Sidecar]:
     settings = load_settings(config)
     relay = Relay()
     supervisor = Supervisor(settings, host=relay)
-    front = Front(supervisor, relay)
+    front = Front(supervisor, relay, supervisor.views[view])
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
         await nursery.start(front.run)

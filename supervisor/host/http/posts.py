@@ -6,8 +6,8 @@ channel (it cannot know whether the handler will send notices), and a
 ``ServerRunner``: a third of the HTTP front's CPU per call. A plain call
 (its ``_meta`` the envelope and at most a log level and trace context: no
 progress token) needs none of it: ``HttpFastCalls`` reads the body, checks it
-as the SDK would, runs the fast path (``ToolCalls.call_tool_wire``, the same
-code as ``host.fast_path``: routing, shutdown refusal, ``tool_timeout_sec``,
+as the SDK would, runs the fast path (the driver, ``ToolCalls.run``, the same
+code as every call a task runs: routing, shutdown refusal, ``tool_timeout_sec``,
 errors, the unknown-tool heal, metrics) in the ASGI task, and writes the
 JSON-RPC answer as ``application/json`` with the SDK's status table. The
 call's log messages (a host that named a level) turn the response into an
@@ -25,7 +25,7 @@ within the front's limit that is one JSON-RPC request the SDK's ladder
 ``plain_call`` reads with only the envelope, a log level and trace context in
 ``_meta``, a tool whose schema declares no ``x-mcp-header``, and the fast path
 by ``path_of``. With telemetry on, the call's SERVER span is ours
-(``ToolCalls.call_tool_wire``'s ``own_span``; the splice's: ``SplicedTrace``). The Host/Origin check, the token and the
+(a ``ToolCall`` of origin ``http``; the splice's: ``SplicedTrace``). The Host/Origin check, the token and the
 declared body size are the guard's (``ops.http``), before any of this.
 
 The 2026 wire cancels a request by closing its stream: one watcher task per
@@ -62,8 +62,9 @@ from supervisor.compat.sdk import modern_request_context, progress_token_of
 from supervisor.host.http.answers import PostAnswer, PostHeaders, answer_post, post_headers
 from supervisor.host.http.sessions import HandshakeCalls, handshake_session
 from supervisor.host.http.splice import HttpAnswer, HttpSplice
+from supervisor.host.pipeline.adapters import reply
+from supervisor.host.pipeline.call import ToolCall
 from supervisor.host.pipeline.paths import ENVELOPE_KEYS, path_of, plain_call
-from supervisor.host.pipeline.runner import reply
 from supervisor.ops.http1_exchange import DETACH
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import to_json
@@ -187,7 +188,7 @@ class HttpFastCalls:
 
         def run(notify: Notify) -> Awaitable[dict[str, Any]]:
             ctx = modern_request_context(verdict, "tools/call", request_id, params, notify)
-            return reply(front.tool_calls.call_tool_wire, ctx, tool, actor, plain.arguments, own_span="http")
+            return reply(front.tool_calls, ToolCall(ctx, front.view.name, tool, actor, plain.arguments, "http"))
 
         return run
 

@@ -76,8 +76,9 @@ from supervisor.compat.sdk import notify_progress, progress_token_of, request_co
 from supervisor.compat.sdk_sessions import hold, live_session
 from supervisor.host.http.answers import PostAnswer, PostHeaders, answer_post
 from supervisor.host.http.splice import HttpAnswer, HttpSplice
+from supervisor.host.pipeline.adapters import reply
+from supervisor.host.pipeline.call import ToolCall
 from supervisor.host.pipeline.paths import path_of, plain_call
-from supervisor.host.pipeline.runner import reply
 from supervisor.ops.http1_exchange import DETACH
 from supervisor.wire.codec import to_json
 
@@ -212,14 +213,13 @@ class HandshakeCalls:
         SDK's transport answers it.
         """
         stream = asker.stream = PostAnswer(send, _session_headers(key[0]))
-        tool, actor = routed
+        front = self._front
+        tool_call = ToolCall(ctx, front.view.name, *routed, arguments, "http")
 
         async def answered() -> tuple[bytes, int]:
             answer = _CANCELLED | {"id": key[1]}
             with call:
-                answer = await reply(
-                    self._front.tool_calls.call_tool_wire, ctx, tool, actor, arguments, own_span="http"
-                )
+                answer = await reply(front.tool_calls, tool_call)
             return to_json(answer), 200
 
         try:

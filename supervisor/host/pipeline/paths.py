@@ -12,11 +12,11 @@ way     who carries the call                                     upstream leg
 ======  =======================================================  =========================
 splice  the reader writes the request to the upstream's stdin;   the stdio wire
         its stdout pump writes the answer to the host            (``upstream.splice``)
-fast    a task of the front's own runs ``tool_calls.reply``       our own POST (a 2026-era
+fast    a task of the front's own runs ``adapters.reply``         our own POST (a 2026-era
         (``stdio_fast_calls``, ``http_fast_calls``,              HTTP server), else the
         ``http_handshake_calls``)                                SDK's session
-sdk     the SDK's server; its handler (``ToolCalls.call_tool``)  as for fast
-        runs ``call_tool_wire`` too
+sdk     the SDK's server; its handler (``adapters.call_tool``)   as for fast
+        runs the driver too (``ToolCalls.run``)
 ======  =======================================================  =========================
 
 **splice**, when all hold: ``params`` has only ``name``, ``arguments`` and

@@ -3,7 +3,9 @@
 Whichever front read a call (stdio, HTTP) and whichever leg sends it upstream
 (the stdio wire splice, our own POST, the SDK's session), it goes through the
 same stages, in this order. ``host.pipeline.paths`` decides which runner carries a
-call; the runners call the stages below and nothing else applies a concern.
+call. A call a task carries is a ``ToolCall`` run by the one driver
+(``host.pipeline.driver``); the splice applies the stages in its reader and pump.
+Nothing else applies a concern.
 
 1. **view wall, pin guard**: only the view's names route, and a withheld
    tool routes nowhere (``Front.route``; on the SDK path ``Front.route_tool``,
@@ -54,12 +56,12 @@ from supervisor.telemetry.spans import (
     host_call_ended,
     start_client_call,
     start_host_call,
+    start_sandbox_call,
     start_spliced_call,
     trace_carrier,
 )
 
 if TYPE_CHECKING:
-    from mcp.server import ServerRequestContext
     from mcp_types import LoggingLevel
     from opentelemetry.trace import Span
 
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
     from supervisor.calls.splice import SplicedCall
     from supervisor.catalog.registry import RegisteredTool
     from supervisor.config.servers import ServerSettings
+    from supervisor.host.pipeline.call import ToolCall
     from supervisor.ops.status import ServerStatus
     from supervisor.telemetry.spans import SplicedTrace
 
@@ -144,10 +147,12 @@ def trace_spliced(
 
 
 class TaskTrace:
-    """The spans of a call a task runs (telemetry on): the host's SERVER span and each upstream request's CLIENT span.
+    """The spans of a call a task runs (telemetry on): the host's span and each upstream request's CLIENT span.
 
-    The SERVER span is ours (``own``: the front that read the call, which the
-    SDK's server never saw) or the SDK middleware's, annotated. ``around``
+    The host's span is by the call's ``origin`` (``host.pipeline.call``): the SDK
+    middleware's SERVER span, annotated; ours, for a call a front's own task
+    read (the SDK's server never saw it); or, for a program's call in
+    ``run_code``, an INTERNAL span under the ``run_code`` call's. ``around``
     wraps the upstream request in a CLIENT span parented on it, made where
     the request runs (the handler's task, or an exchange's: a 2026-era host of a
     handshake-era server, ``host.pipeline.exchanges``). The CLIENT span covers what the
@@ -159,32 +164,28 @@ class TaskTrace:
 
     __slots__ = ("_arguments", "_own", "_parent", "_sdk_span", "_tool")
 
-    def __init__(
-        self,
-        tool: RegisteredTool,
-        actor: TracedActor,
-        ctx: ServerRequestContext[Any],
-        *,
-        own: FrontKind | None,
-        arguments: dict[str, Any] | None,
-    ) -> None:
+    def __init__(self, call: ToolCall) -> None:
+        tool, arguments, origin = call.tool, call.arguments, call.origin
         self._tool = tool
         self._arguments = arguments
-        generation = actor.status.generation
-        stdio = ctx.request is None if own is None else own == "stdio"
+        generation = call.actor.status.generation
         self._own: CallSpan | None = None
         self._sdk_span: Span | None = None
-        if own is not None:
-            self._own = open_host_span(
-                tool, ctx.request_id, ctx.meta, generation=generation, host_version=ctx.protocol_version,
-                front=own, arguments=arguments,
-            )  # fmt: skip
-            self._parent = self._own.context
-        else:
+        if origin == "sdk":
+            stdio = call.host.request is None
             self._sdk_span = annotate_host_call(
-                server=actor.name, generation=generation, stdio=stdio, arguments=arguments
+                server=call.actor.name, generation=generation, stdio=stdio, arguments=arguments
             )
             self._parent = current_context()
+            return
+        if origin == "sandbox":
+            self._own = start_sandbox_call(tool.key, server=tool.owner, generation=generation, arguments=arguments)
+        else:
+            self._own = open_host_span(
+                tool, call.request_id, call.host.meta, generation=generation, host_version=call.host.protocol_version,
+                front=origin, arguments=arguments,
+            )  # fmt: skip
+        self._parent = self._own.context
 
     def around(
         self, actor: TracedActor, send: Callable[[HostCall], Awaitable[T]], is_error: Callable[[T], bool]
@@ -360,7 +361,7 @@ def settle(
     trace: SplicedTrace | None = None,
 ) -> None:
     """The call is over: the failure warning (``failure``: the ``UpstreamError``'s kind and text), the metrics, and
-    the spliced call's spans end (a task's call ends its own: ``host.pipeline.runner``)."""
+    the spliced call's spans end (a task's call ends its own: ``host.pipeline.driver``)."""
     if failure is not None:
         front.note_call_failure(tool, *failure)
     front.note_call(tool, outcome, trio.current_time() - started)

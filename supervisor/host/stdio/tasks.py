@@ -20,10 +20,10 @@ these hold:
   and the SDK has answered its ``initialize`` (its connection);
 * not shutting down; no call of the host's with that id is running here.
   With telemetry on, the call's SERVER span is the runner's own
-  (``ToolCalls.call_tool_wire``'s ``own_span``), parented on the host's trace context.
+  (a ``ToolCall`` of origin ``stdio``), parented on the host's trace context.
 
 The call runs in a task of its own (the link's nursery) through the same
-code as every call a task runs (``ToolCalls.call_tool_wire``: routing,
+code as every call a task runs (the driver, ``ToolCalls.run``: routing,
 ``tool_timeout_sec``, errors, the unknown-tool heal, metrics, the result in
 the host's era's shape, a handshake-era host's input rounds run in the
 sidecar). A 2026-era host's context is the one the SDK's single-exchange entry
@@ -32,7 +32,7 @@ host's is built on its connection (``compat.sdk.request_context_on``), whose
 requests (an input round's questions) go through the connection's own channel,
 so the SDK's dispatcher takes the host's reply. The call's log notices go to
 the host wire, in order with its answer; its answer, or the SDK's error for
-what it raised, each era's (``host.pipeline.runner.reply``), is written to the host as
+what it raised, each era's (``host.pipeline.adapters.reply``), is written to the host as
 one line. The host's ``notifications/cancelled`` for it cancels the task, and
 it is answered never, as on the SDK path. The stdio link's unanswered-request set
 tracks it.
@@ -54,8 +54,9 @@ from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import LOG_LEVEL_META_KEY
 
 from supervisor.compat.sdk import modern_request_context, notify_progress, progress_token_of, request_context_on
+from supervisor.host.pipeline.adapters import reply
+from supervisor.host.pipeline.call import ToolCall
 from supervisor.host.pipeline.paths import ENVELOPE_KEYS
-from supervisor.host.pipeline.runner import reply
 from supervisor.telemetry.conventions import TRACE_KEYS
 from supervisor.wire.codec import frame
 
@@ -158,12 +159,11 @@ class StdioFastCalls:
         routed: tuple[RegisteredTool, ServerActor],
         arguments: dict[str, Any] | None,
     ) -> None:
-        tool, actor = routed
+        front = self._front
+        call = ToolCall(ctx, front.view.name, *routed, arguments, "stdio")
         try:
             with scope:
-                answer = await reply(
-                    self._front.tool_calls.call_tool_wire, ctx, tool, actor, arguments, own_span="stdio"
-                )
+                answer = await reply(front.tool_calls, call)
                 await self._write(frame(answer))
         finally:
             del self._running[host_id]
