@@ -33,7 +33,7 @@ from typing import Any
 
 import trio
 
-from bench.call_measure import CONCURRENCY, PROGRESS_OPTIONS, TOOL, _measure_concurrent, _warm_up
+from bench.call_measure import CONCURRENCY, PROGRESS_OPTIONS, _measure_concurrent, _warm_up
 from bench.call_pairs import FRONT_TOKEN
 from bench.harness import (
     BENCH_MARK_ENV,
@@ -67,6 +67,7 @@ async def _main(args: argparse.Namespace) -> None:
             async with AsyncExitStack() as stack:
                 hosts = {}
                 pids: dict[str, int] = {}
+                tools: dict[str, str] = {}
                 for name, argv_of in variants.items():
                     if args.upstream == "http":
                         fixture = await stack.enter_async_context(open_http_fixture(*fixture_args))
@@ -78,7 +79,11 @@ async def _main(args: argparse.Namespace) -> None:
                     front: dict[str, Any] = http_supervisor_table() if http else {"log_level": "warning"}
                     if args.telemetry_after and name == "after":
                         front["telemetry"] = {"enabled": True}
-                    config = write_settings(Path(tmp) / f"{name}.toml", {"fx": server}, supervisor=front)
+                    # Each checkout names the tool by its own default (``mcp__fx__echo`` before issue 57, ``fx__echo``
+                    # after): the settings say nothing of names, and the name is read off the listing.
+                    config = write_settings(
+                        Path(tmp) / f"{name}.toml", {"fx": server}, mcp_names=False, supervisor=front
+                    )
                     if http:
                         sidecar = await stack.enter_async_context(
                             open_http_sidecar(config, token=FRONT_TOKEN, argv=argv_of)
@@ -88,7 +93,8 @@ async def _main(args: argparse.Namespace) -> None:
                     else:
                         hosts[name] = await stack.enter_async_context(open_host(argv_of(config), mode=args.mode))
                         pids[name] = hosts[name].pid
-                    await _warm_up(hosts[name], TOOL["sidecar"])
+                    tools[name] = await _echo_name(hosts[name])
+                    await _warm_up(hosts[name], tools[name])
                 order = list(variants)
                 for round_index in range(args.rounds):
                     for name in order[round_index % 2 :] + order[: round_index % 2]:
@@ -97,10 +103,10 @@ async def _main(args: argparse.Namespace) -> None:
                         latencies = []
                         for _ in range(args.c1):
                             started = trio.current_time()
-                            await host.session.call_tool(TOOL["sidecar"], {"text": "x"}, **options[name])
+                            await host.session.call_tool(tools[name], {"text": "x"}, **options[name])
                             latencies.append(trio.current_time() - started)
                         p50[name].append(percentile(latencies, 0.5) * 1000)
-                        rate = await _measure_concurrent(host, TOOL["sidecar"], args.c32, CONCURRENCY, options[name])
+                        rate = await _measure_concurrent(host, tools[name], args.c32, CONCURRENCY, options[name])
                         cps[name].append(rate)
                         cpu[name] += cpu_sec(pids[name]) - before
         finally:
@@ -111,6 +117,15 @@ async def _main(args: argparse.Namespace) -> None:
         print(f"  {name:6}  c1 p50 {latency:.3f} ms   c32 {rate:.0f} calls/s   sidecar CPU {cpu_us:.1f} us/call")
     (la, ra, ca), (lb, rb, cb) = figures["after"], figures["before"]
     print(f"  after/before: c1 p50 {la / lb:.3f}   c32 {ra / rb:.3f}   CPU per call {ca / cb:.3f} ({ca - cb:+.1f} us)")
+
+
+async def _echo_name(host: Any) -> str:
+    """The fixture's echo tool as this sidecar names it (its checkout's default form)."""
+    names = await host.tool_names()
+    found = [name for name in names if name.endswith("__echo")]
+    if len(found) != 1:
+        raise RuntimeError(f"no single echo tool is listed: {names}")
+    return found[0]
 
 
 def main() -> None:

@@ -302,7 +302,9 @@ async def _run_modes(
         views: dict[str, dict[str, Any]] = {"plain": {"catalog": "all"}, "search": {"catalog": "search"}}
         if not emulated:
             views["code"] = {"catalog": "code"}
-        config = write_settings(tmp / "settings.toml", tables, supervisor={"log_level": "warning"}, views=views)
+        config = write_settings(
+            tmp / "settings.toml", tables, mcp_names=False, supervisor={"log_level": "warning"}, views=views
+        )
         plain: list[types.Tool] = []
         for mode in MODES:
             fixture = await trio.to_thread.run_sync(build, fixture.base, fixture.site, url)

@@ -45,6 +45,7 @@ def _settings(directory: Path, calls: int) -> Path:
     return write_settings(
         directory / "settings.toml",
         {"fx": fixture_server("--name", "fx", "--tools", "echo")},
+        mcp_names=False,
         supervisor={"log_level": "warning"},
         views={
             "code": {
@@ -149,6 +150,7 @@ async def _checked_runs(rounds: int, program: str) -> list[float]:
         config = write_settings(
             directory / "settings.toml",
             {"fx": fixture_server("--name", "fx", "--tools", "echo")},
+            mcp_names=False,
             supervisor={"log_level": "warning"},
             views={"code": {"catalog": "code"}},
         )
@@ -163,6 +165,7 @@ async def _search_view_calls(rounds: int, calls: int) -> tuple[float, float]:
         config = write_settings(
             Path(name) / "settings.toml",
             {"fx": fixture_server("--name", "fx", "--tools", "echo")},
+            mcp_names=False,
             supervisor={"log_level": "warning"},
             views={"find": {"catalog": "search"}},
         )

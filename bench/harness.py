@@ -37,8 +37,19 @@ def fixture_server(*args: str, **table: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", FIXTURE_MODULE, *args], "cwd": str(REPO_ROOT), **table}
 
 
-def write_settings(path: Path, servers: Mapping[str, Mapping[str, Any]], **sections: Any) -> Path:
-    """Write a settings file from plain dicts (JSON values are valid TOML values)."""
+def write_settings(
+    path: Path, servers: Mapping[str, Mapping[str, Any]], *, mcp_names: bool = True, **sections: Any
+) -> Path:
+    """Write a settings file from plain dicts (JSON values are valid TOML values).
+
+    ``mcp_names``: the sidecar names tools ``mcp__<server>__<tool>`` (``[supervisor.names] form = "mcp"``), the
+    form every benchmark was written in and its figures compare across rounds; the default form since issue 57
+    is the short one. False: the settings say nothing of names (a checkout from before issue 57 knows no such key).
+    """
+    if mcp_names:
+        supervisor = dict(sections.get("supervisor") or {})
+        supervisor.setdefault("names", {"form": "mcp"})
+        sections["supervisor"] = supervisor
     lines: list[str] = []
 
     def emit(prefix: str, table: Mapping[str, Any]) -> None:
