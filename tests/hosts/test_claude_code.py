@@ -132,6 +132,36 @@ async def test_a_search_view_costs_the_model_two_tools_and_finds_the_rest(tmp_pa
     assert "demo__echo" in [tool["name"] for tool in json.loads(found)["tools"]]
 
 
+PROGRAM: Final = """
+from tools import demo
+said = await demo.echo(text="code")
+total = await demo.add(a=2, b=3)
+f"{said} {total}"
+"""
+
+
+async def test_a_model_turn_runs_one_program_over_a_code_view_and_gets_its_value_back(
+    tmp_path: Path, claude: Path
+) -> None:
+    # Issue 58: the model writes one program; its two calls run in the sidecar and only the value reaches the model.
+    standin = ModelStandin(ScriptedTurn(f"{PREFIX}run_code", {"code": PROGRAM}))
+    settings = _demo_settings(tmp_path, code={"catalog": "code"})
+    mcp_config = sidecar_mcp_config(tmp_path / "mcp.json", settings, run_args=["--view", "code"])
+    with trio.fail_after(BOUND_SEC):
+        async with trio.open_nursery() as nursery:
+            base_url = await nursery.start(standin.run)
+            run = await run_claude(
+                claude, "Echo code and add 2 and 3.", base_url=base_url, mcp_config=mcp_config, workdir=tmp_path
+            )
+            nursery.cancel_scope.cancel()
+    assert run.code == 0, f"claude exited {run.code}: {run.stderr[-2000:]}"
+    (first, *_rest) = standin.main_loop_requests()
+    _report("a code view (run --view code)", run, standin, first)
+    assert sorted(_ours(first)) == [f"{PREFIX}run_code", f"{PREFIX}search_tools"]
+    assert standin.returned_results() == ["code 5"], "the program's value, and nothing of its calls' results"
+    _no_traffic_left_the_machine(standin)
+
+
 async def test_claude_code_adds_no_resource_tools_for_a_view_without_resources_once_the_sidecar_knows_it(
     tmp_path: Path, claude: Path
 ) -> None:
