@@ -107,20 +107,29 @@ def _search_view_settings(tmp_path: Path) -> Path:
     return _demo_settings(tmp_path, find={"catalog": "search"})
 
 
-async def _search_turn(tmp_path: Path, claude: Path) -> tuple[ClaudeRun, ModelStandin]:
-    """Claude Code over ``run --view find``: the model searches for an echo tool, and is done."""
-    standin = ModelStandin(ScriptedTurn(f"{PREFIX}search_tools", {"query": "echo the text back", "limit": 3}))
-    mcp_config = sidecar_mcp_config(tmp_path / "mcp.json", _search_view_settings(tmp_path), run_args=["--view", "find"])
+async def _view_turn(
+    tmp_path: Path, claude: Path, *, settings: Path, view: str, turn: ScriptedTurn, prompt: str
+) -> tuple[ClaudeRun, ModelStandin]:
+    """Claude Code over ``run --view VIEW``: the model makes the one call ``turn`` scripts, and is done."""
+    standin = ModelStandin(turn)
+    mcp_config = sidecar_mcp_config(tmp_path / "mcp.json", settings, run_args=["--view", view])
     with trio.fail_after(BOUND_SEC):
         async with trio.open_nursery() as nursery:
             base_url = await nursery.start(standin.run)
-            run = await run_claude(
-                claude, "Find a tool that echoes text.", base_url=base_url, mcp_config=mcp_config, workdir=tmp_path
-            )
+            run = await run_claude(claude, prompt, base_url=base_url, mcp_config=mcp_config, workdir=tmp_path)
             nursery.cancel_scope.cancel()
     assert run.code == 0, f"claude exited {run.code}: {run.stderr[-2000:]}"
     _no_traffic_left_the_machine(standin)
     return run, standin
+
+
+async def _search_turn(tmp_path: Path, claude: Path) -> tuple[ClaudeRun, ModelStandin]:
+    """Claude Code over ``run --view find``: the model searches for an echo tool, and is done."""
+    turn = ScriptedTurn(f"{PREFIX}search_tools", {"query": "echo the text back", "limit": 3})
+    settings = _search_view_settings(tmp_path)
+    return await _view_turn(
+        tmp_path, claude, settings=settings, view="find", turn=turn, prompt="Find a tool that echoes text."
+    )
 
 
 async def test_a_search_view_costs_the_model_two_tools_and_finds_the_rest(tmp_path: Path, claude: Path) -> None:
@@ -144,22 +153,15 @@ async def test_a_model_turn_runs_one_program_over_a_code_view_and_gets_its_value
     tmp_path: Path, claude: Path
 ) -> None:
     # Issue 58: the model writes one program; its two calls run in the sidecar and only the value reaches the model.
-    standin = ModelStandin(ScriptedTurn(f"{PREFIX}run_code", {"code": PROGRAM}))
+    turn = ScriptedTurn(f"{PREFIX}run_code", {"code": PROGRAM})
     settings = _demo_settings(tmp_path, code={"catalog": "code"})
-    mcp_config = sidecar_mcp_config(tmp_path / "mcp.json", settings, run_args=["--view", "code"])
-    with trio.fail_after(BOUND_SEC):
-        async with trio.open_nursery() as nursery:
-            base_url = await nursery.start(standin.run)
-            run = await run_claude(
-                claude, "Echo code and add 2 and 3.", base_url=base_url, mcp_config=mcp_config, workdir=tmp_path
-            )
-            nursery.cancel_scope.cancel()
-    assert run.code == 0, f"claude exited {run.code}: {run.stderr[-2000:]}"
+    run, standin = await _view_turn(
+        tmp_path, claude, settings=settings, view="code", turn=turn, prompt="Echo code and add 2 and 3."
+    )
     (first, *_rest) = standin.main_loop_requests()
     _report("a code view (run --view code)", run, standin, first)
     assert sorted(_ours(first)) == [f"{PREFIX}run_code", f"{PREFIX}search_tools"]
     assert standin.returned_results() == ["code 5"], "the program's value, and nothing of its calls' results"
-    _no_traffic_left_the_machine(standin)
 
 
 async def test_claude_code_adds_no_resource_tools_for_a_view_without_resources_once_the_sidecar_knows_it(
