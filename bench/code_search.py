@@ -12,7 +12,7 @@ request:
 * **code@N**, N = 1..50 (``MAX_SEARCH_LIMIT``), a code view's ``search_tools`` with ``limit = N``
   as ``CodeMode._search`` writes it: ``from tools import <modules>``, then each hit's typed
   signature and its description's first sentence (``ViewApi.signatures``), over the API of every
-  tool of the catalog grouped by server as ``host.code_mode`` groups them (``code_servers``).
+  tool of the catalog grouped by server as a code view groups them (``ViewApi.of_tools``).
 
 Both rank as a view does (``host.catalog_search.rank``): BM25 (``catalog.search``) fused with the
 semantic index (``catalog.fusion.fuse``; the ``search`` extra's wordllama, loaded as ``bench p7``
@@ -47,13 +47,11 @@ from typing import Any, Final
 
 from bench.retrieval import HALVES, Ask, Rankers, load_catalogs, load_set, scores
 from supervisor.catalog.fusion import DEPTH, Scored, fuse
-from supervisor.catalog.naming import tool_part
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.catalog.search import Match, ToolIndex, describe
 from supervisor.catalog.semantic import Embedder, load_embedder
 from supervisor.catalog.token_estimate import BYTES_PER_TOKEN
 from supervisor.code.api import ViewApi
-from supervisor.code.stubs import ToolEntry
 from supervisor.config.views import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 
 SEARCH_LIMIT: Final = DEFAULT_SEARCH_LIMIT
@@ -67,19 +65,6 @@ Ranker = Callable[[str, int], list[RegisteredTool]]
 def tokens(text: str) -> int:
     """An answer's estimated tokens: its UTF-8 bytes / ``BYTES_PER_TOKEN``, rounded up."""
     return math.ceil(len(text.encode()) / BYTES_PER_TOKEN)
-
-
-def code_servers(entries: Iterable[RegisteredTool]) -> list[tuple[str, list[ToolEntry]]]:
-    """The tools by server, in catalog order, as ``host.code_mode`` hands them to ``ViewApi.of``."""
-    grouped: dict[str, list[ToolEntry]] = {}
-    for entry in entries:
-        shown = entry.shown
-        grouped.setdefault(entry.owner, []).append(
-            ToolEntry(
-                entry.key, tool_part(entry.key, entry.owner), shown.description, shown.input_schema, shown.output_schema
-            )
-        )
-    return sorted(grouped.items())
 
 
 def search_answer(hits: Sequence[RegisteredTool], ranking: str) -> str:
@@ -152,7 +137,7 @@ def measure(
     asks: Sequence[Ask], entries: Sequence[RegisteredTool], ranker: Ranker, ranking: str, limits: Iterable[int] = LIMITS
 ) -> Measured:
     """Both views' answers to every request (module docstring); ``ranking`` is what the search view's answer says."""
-    api = ViewApi.of(code_servers(entries))
+    api = ViewApi.of_tools(entries)
     limits = list(limits)
     search: list[Answer] = []
     code: dict[int, list[Answer]] = {n: [] for n in limits}

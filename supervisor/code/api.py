@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from supervisor.catalog.naming import tool_part
+from supervisor.catalog.registry import RegisteredTool
 from supervisor.code.names import Identifiers
 from supervisor.code.stubs import ServerStubs, ToolEntry, ToolStub, detail, server_stubs
 
@@ -47,6 +49,18 @@ class ViewApi:
         by_public = {stub.public_name: stub for stubs in modules.values() for stub in stubs.tools.values()}
         by_call = {f"tools.{stub.module}.{stub.function}": stub for stub in by_public.values()}
         return cls(modules, dict(names.origin), by_public, by_call)
+
+    @classmethod
+    def of_tools(cls, tools: Iterable[RegisteredTool]) -> ViewApi:
+        """The API of a view's tools (as the host was shown them), a module per server, in catalog order."""
+        grouped: dict[str, list[ToolEntry]] = {}
+        for tool in tools:
+            shown = tool.shown
+            entry = ToolEntry(
+                tool.key, tool_part(tool.key, tool.owner), shown.description, shown.input_schema, shown.output_schema
+            )
+            grouped.setdefault(tool.owner, []).append(entry)
+        return cls.of(sorted(grouped.items()))
 
     def signatures(self, public_names: Iterable[str]) -> str:
         """``search_tools``' answer: each hit's signature, and its summary under it (unknown names are left out)."""

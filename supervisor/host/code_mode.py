@@ -54,12 +54,11 @@ import trio
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 
-from supervisor.catalog.naming import public_name, tool_part
+from supervisor.catalog.naming import public_name
 from supervisor.catalog.registry import RegisteredTool
 from supervisor.catalog.views import RUN_CODE, SEARCH_TOOL, CatalogView
 from supervisor.code.api import ViewApi
 from supervisor.code.engine import RunFailed, Sandbox, ToolError, tools_module
-from supervisor.code.stubs import ToolEntry
 from supervisor.code.values import encode, plain
 from supervisor.host.catalog_search import rank, search_arguments
 from supervisor.host.pipeline.adapters import CallResult, CallTool
@@ -133,7 +132,7 @@ class CodeMode:
         """The view's API now (rebuilt when its tools changed)."""
         version = self._view.versions["tools"]
         if self._api is None or self._api[0] != version:
-            api = ViewApi.of(_servers(self._view.entries("tools")))
+            api = ViewApi.of_tools(self._view.entries("tools"))
             self._api = (version, api, tools_module(api.modules))
         return self._api[1], self._api[2]
 
@@ -167,9 +166,8 @@ class CodeMode:
         api, tools = self.current()
         limits = self._front.supervisor.settings.code_limits(self._view.name)
         started = trio.current_time()
-        inner_call = partial(self._inner_call, ctx, api)
         try:
-            result = await self._sandbox.execute(code, tools, inner_call, limits)
+            result = await self._sandbox.execute(code, tools, partial(self._inner_call, ctx, api), limits)
         except RunFailed as exc:
             logger.info("view=%s run_code failed (%s) after %.0f ms", self._view.name, exc.kind,
                         (trio.current_time() - started) * 1000)  # fmt: skip
@@ -213,7 +211,7 @@ class CodeMode:
         routed = self._front.route(stub.public_name)
         if routed is None:
             raise ToolError(f"{what}: {self._front.unknown('tool', stub.public_name).error.message}")
-        call = ToolCall.for_sandbox(ctx, self._view.name, routed, arguments)
+        call = ToolCall(ctx, *routed, arguments, "sandbox")
         try:
             result = await self._front.tool_calls.run(call)
         except MCPError as exc:
@@ -253,20 +251,3 @@ def _text(result: dict[str, Any]) -> str:
         else:
             parts.append(f"[{kind} content, {block.get('mimeType', 'no type')}]")
     return "\n".join(parts)
-
-
-def _servers(entries: list[RegisteredTool]) -> list[tuple[str, list[ToolEntry]]]:
-    """The view's tools by server, in catalog order (the sidecar's own tools are not the program's)."""
-    grouped: dict[str, list[ToolEntry]] = {}
-    for entry in entries:
-        shown = entry.shown
-        grouped.setdefault(entry.owner, []).append(
-            ToolEntry(
-                entry.key,
-                tool_part(entry.key, entry.owner),
-                shown.description,
-                shown.input_schema,
-                shown.output_schema,
-            )
-        )
-    return sorted(grouped.items())

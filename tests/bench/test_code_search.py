@@ -17,7 +17,6 @@ from bench.code_search import (
     Measured,
     Row,
     code_answer,
-    code_servers,
     equal_tokens,
     lexical_ranker,
     measure,
@@ -32,7 +31,6 @@ from supervisor.catalog.search import ToolIndex
 from supervisor.catalog.token_estimate import BYTES_PER_TOKEN
 from supervisor.catalog.views import SEARCH_TOOL, CatalogView, ViewRules
 from supervisor.code.api import ViewApi
-from supervisor.host import code_mode
 from supervisor.host.catalog_search import CatalogSearch
 from supervisor.host.code_mode import CodeMode
 
@@ -83,10 +81,8 @@ def test_tokens_are_the_utf8_bytes_over_bytes_per_token_rounded_up() -> None:
     assert [tokens(text) for text in ("", "a", "abcd", "abcde", "éé", "ééé")] == [0, 1, 1, 2, 1, 2]
 
 
-def test_the_code_api_is_grouped_as_code_mode_groups_it() -> None:
-    entries = _catalog()
-    assert code_servers(entries) == code_mode._servers(entries)
-    assert [server for server, _ in code_servers(entries)] == ["files", "git-local"]
+def test_the_code_api_has_a_module_per_server_of_the_catalog() -> None:
+    assert list(ViewApi.of_tools(_catalog()).servers.values()) == ["files", "git-local"]
 
 
 async def test_the_answers_are_the_text_the_sidecar_sends_for_the_same_query_and_limit() -> None:
@@ -100,7 +96,7 @@ async def test_the_answers_are_the_text_the_sidecar_sends_for_the_same_query_and
     search_view = CatalogView(registry, ViewRules("search", search=True))
     coding = CodeMode(cast(Any, None), code_view, settled)  # a search reaches neither the Front nor the sandbox
     searching = CatalogSearch(search_view, settled)
-    ranker, api = lexical_ranker(entries), ViewApi.of(code_servers(entries))
+    ranker, api = lexical_ranker(entries), ViewApi.of_tools(entries)
     ctx: Any = None
     with trio.fail_after(BOUND_SEC):
         for ask in ASKS:
@@ -130,7 +126,7 @@ def _text(result: types.CallToolResult | types.InputRequiredResult) -> str:
 
 def test_each_answer_costs_its_own_text_and_hits_when_an_answering_tool_is_among_its_hits() -> None:
     entries = _catalog()
-    ranker, api = lexical_ranker(entries), ViewApi.of(code_servers(entries))
+    ranker, api = lexical_ranker(entries), ViewApi.of_tools(entries)
     measured = measure(ASKS, entries, ranker, "lexical", limits=[1, 2, 5])
     index = ToolIndex(entries)
     for number, ask in enumerate(ASKS):
