@@ -48,7 +48,7 @@ class FakeFront:
         return MCPError(INVALID_PARAMS, f"Unknown {kind}: {name}: withheld by pinning")
 
     async def run(self, call: ToolCall) -> dict[str, Any]:
-        assert call.origin == "sandbox" and call.view == "code" and call.request_id == 3
+        assert call.origin == "sandbox" and call.request_id == 3
         self.calls.append(call.arguments)
         if self.error is not None:
             raise self.error
@@ -56,8 +56,7 @@ class FakeFront:
 
 
 async def _call(front: FakeFront, *args: Any, **kwargs: Any) -> Any:
-    view = SimpleNamespace(name="code")
-    mode = CodeMode(front, view=view, settle=None)  # type: ignore[arg-type]  # only its name is read by a call
+    mode = CodeMode(front, view=None, settle=None)  # type: ignore[arg-type]  # neither is read by a call
     ctx = SimpleNamespace(request_id=3)  # the run_code request's: its calls are attributed to it
     return await mode._inner_call(ctx, API, "tools.fx.read", args, kwargs)  # type: ignore[arg-type]
 

@@ -63,7 +63,6 @@ class _FakeFront:
         self.contexts: list[Any] = []
         self._call = call
         self.tool_calls = self
-        self.view = SimpleNamespace(name="")
 
     def route(self, name: str) -> Any:
         return (self.tool, self.actor) if name == "mcp__fx__echo" else None

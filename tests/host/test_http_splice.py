@@ -83,7 +83,6 @@ class _Front:
         self.failures: list[tuple[str, str]] = []
         self.fast_calls = 0
         self.tool_calls = self
-        self.view = SimpleNamespace(name="")
 
     def route(self, name: str) -> Any:
         return (self.tool, self.actor) if name == "mcp__fx__echo" else None

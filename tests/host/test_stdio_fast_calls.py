@@ -86,7 +86,6 @@ class _Front(SpliceFront):
     def __init__(self) -> None:
         super().__init__()
         self.tool_calls = _ToolCalls()
-        self.view = SimpleNamespace(name="")
         self.shutting_down = False
         tool = SimpleNamespace(source=SimpleNamespace(output_schema=None), owner="fx", raw_name="echo")
         self._routed = (tool, SimpleNamespace(ready_upstream=SimpleNamespace(splice=None, modern=True)))

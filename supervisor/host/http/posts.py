@@ -188,7 +188,7 @@ class HttpFastCalls:
 
         def run(notify: Notify) -> Awaitable[dict[str, Any]]:
             ctx = modern_request_context(verdict, "tools/call", request_id, params, notify)
-            return reply(front.tool_calls, ToolCall(ctx, front.view.name, tool, actor, plain.arguments, "http"))
+            return reply(front.tool_calls, ToolCall(ctx, tool, actor, plain.arguments, "http"))
 
         return run
 

@@ -214,7 +214,7 @@ class HandshakeCalls:
         """
         stream = asker.stream = PostAnswer(send, _session_headers(key[0]))
         front = self._front
-        tool_call = ToolCall(ctx, front.view.name, *routed, arguments, "http")
+        tool_call = ToolCall(ctx, *routed, arguments, "http")
 
         async def answered() -> tuple[bytes, int]:
             answer = _CANCELLED | {"id": key[1]}

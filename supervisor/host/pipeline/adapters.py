@@ -34,7 +34,6 @@ from supervisor.host.pipeline.driver import SHUTTING_DOWN_TEXT, error_result
 
 if TYPE_CHECKING:
     from supervisor.catalog.registry import RegisteredTool
-    from supervisor.catalog.views import CatalogView
     from supervisor.host.pipeline.driver import ToolCalls
     from supervisor.server_actor import ServerActor
 
@@ -66,9 +65,6 @@ class HandlingFront(Protocol):
     def shutting_down(self) -> bool: ...
 
     @property
-    def view(self) -> CatalogView: ...
-
-    @property
     def own_tools(self) -> OwnTools | None: ...
 
     @property
@@ -90,7 +86,7 @@ async def call_tool(
     # Right after start a host may call before every server has listed its tools: the
     # host asked for this very tool, so the route waits for the first attempts (``routing``).
     tool, actor = await front.route_tool(params.name)
-    result = await front.tool_calls.run(ToolCall(ctx, front.view.name, tool, actor, params.arguments, "sdk"))
+    result = await front.tool_calls.run(ToolCall(ctx, tool, actor, params.arguments, "sdk"))
     try:  # the SDK's handler returns its model (its server sieves and stamps it)
         if result.get("resultType") == "input_required":
             return types.InputRequiredResult.model_validate(result)

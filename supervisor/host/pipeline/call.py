@@ -8,9 +8,10 @@ synchronously in its reader and pump (``host.pipeline.spliced``).
 
 Everything a stage reads of a call is here: the host's request (``host``: its id,
 progress token, ``_meta``, era and session, through which its progress, logs and
-questions are attributed), the view it came through, the public name and the tool
-it routed to, the actor serving it, the host's arguments, and whose span is
-the host's (``origin``).
+questions are attributed), the tool its view routed the public name to (the
+view's wall, pins and transform are decided by then, and carried by the tool),
+the actor serving it, the host's arguments, and whose span is the host's
+(``origin``).
 
 Concurrency: built and read in one task, the call's own; never shared.
 """
@@ -45,33 +46,14 @@ class ToolCall:
     host: ServerRequestContext[Any]
     """The host's request: its id, ``_meta`` (its progress token, which ``calls.attribution.HostCall`` reads, and
     trace context), era, and the session its notices go to."""
-    view: str
-    """The name of the view the call came through (``""``: the whole catalog)."""
     tool: RegisteredTool
-    """What the view's public name routed to (the wall and the pin guard passed: ``Front.route``)."""
+    """What the view's public name routed to (the wall and the pin guard passed: ``Front.route``): everything the
+    view decides of a call (its public name ``key``, its transform) is this tool's."""
     actor: ServerActor
     """The actor serving the tool's server."""
     arguments: dict[str, Any] | None
     """The host's arguments, before any transform (what spans record)."""
     origin: Origin
-
-    @classmethod
-    def for_sandbox(
-        cls,
-        host: ServerRequestContext[Any],
-        view: str,
-        routed: tuple[RegisteredTool, ServerActor],
-        arguments: dict[str, Any] | None,
-    ) -> ToolCall:
-        """A call a program in ``run_code`` made: attributed to the host's ``run_code`` request, traced under it (the
-        run's tasks inherit the ``run_code`` handler's context, whose current span is that call's)."""
-        tool, actor = routed
-        return cls(host, view, tool, actor, arguments, "sandbox")
-
-    @property
-    def public_name(self) -> str:
-        """The name the host was shown (the view's, after transforms)."""
-        return self.tool.key
 
     @property
     def request_id(self) -> str | int | None:

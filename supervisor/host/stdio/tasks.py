@@ -160,7 +160,7 @@ class StdioFastCalls:
         arguments: dict[str, Any] | None,
     ) -> None:
         front = self._front
-        call = ToolCall(ctx, front.view.name, *routed, arguments, "stdio")
+        call = ToolCall(ctx, *routed, arguments, "stdio")
         try:
             with scope:
                 answer = await reply(front.tool_calls, call)
